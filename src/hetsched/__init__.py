@@ -1,0 +1,55 @@
+"""hetsched: heterogeneity-aware GPU cluster scheduling policies as fast, exact LPs/ILPs.
+
+>>> import hetsched as hs
+>>> cluster = hs.Cluster({"v100": 2, "k80": 2})
+>>> jobs = hs.JobSet([[3.0, 1.0], [2.0, 1.0]], gpu_types=["v100", "k80"])
+>>> hs.solve("max_min_fairness", jobs, cluster).success
+True
+"""
+
+from __future__ import annotations
+
+import logging
+
+from . import policies
+from .api import solve, validate_problem
+from .cluster import Cluster
+from .errors import (
+    CapabilityError,
+    HetschedError,
+    MissingFieldError,
+    SolverError,
+    UnknownPolicyError,
+    UnknownSolverError,
+    ValidationError,
+)
+from .formulations.base import Policy, list_policies
+from .jobs import JobSet
+from .program import LinearProgram
+from .result import Allocation
+from .solvers import available_solvers
+
+logging.getLogger(__name__).addHandler(logging.NullHandler())
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "Allocation",
+    "CapabilityError",
+    "Cluster",
+    "HetschedError",
+    "JobSet",
+    "LinearProgram",
+    "MissingFieldError",
+    "Policy",
+    "SolverError",
+    "UnknownPolicyError",
+    "UnknownSolverError",
+    "ValidationError",
+    "available_solvers",
+    "list_policies",
+    "policies",
+    "solve",
+    "validate_problem",
+    "__version__",
+]

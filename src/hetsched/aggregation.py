@@ -1,0 +1,62 @@
+"""Exact symmetry reduction: merge identical jobs into classes, expand results back.
+
+Jobs equal in every field a policy reads are interchangeable. For the symmetric concave
+programs hetsched solves, averaging any optimal solution over each class of identical
+jobs is feasible (the constraints are symmetric and convex) and optimal (the objective is
+symmetric and concave), so an optimum exists in which identical jobs get identical rows.
+Solving over classes with multiplicities (capacity rows weigh a class by its size) and
+copying each class's row to its members is therefore exact.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+import pandas as pd
+
+from .jobs import JobSet
+
+__all__ = ["JobClasses", "aggregate_jobs"]
+
+
+class JobClasses:
+    """Classes of identical jobs.
+
+    Attributes
+    ----------
+    jobs : JobSet
+        One row per class (the first member's fields) with ``multiplicity`` set.
+    inverse : ndarray of int, shape (n_jobs,)
+        Class of each original job: ``X_jobs = X_classes[inverse]``.
+    """
+
+    def __init__(self, jobs: JobSet, inverse: np.ndarray) -> None:
+        self.jobs = jobs
+        self.inverse = inverse
+
+    @property
+    def n_classes(self) -> int:
+        """Number of classes."""
+        return self.jobs.n_jobs
+
+
+def aggregate_jobs(jobs: JobSet, fields: Sequence[str] = ()) -> JobClasses:
+    """Group jobs equal in throughputs, scale factor, weight and ``fields`` (those present).
+
+    Uses hash-based factorization (pandas), O(n) in the number of jobs.
+    """
+    cols: dict[str, np.ndarray] = {f"T{k}": jobs.throughputs[:, k] for k in range(jobs.n_types)}
+    cols["s"] = jobs.scale_factors
+    cols["w"] = jobs.weights
+    for f in fields:
+        if jobs.has(f):
+            cols[f] = jobs.field(f)
+    frame = pd.DataFrame(cols, copy=False)
+    codes = frame.groupby(list(cols), sort=False, dropna=False).ngroup().to_numpy()
+    n_classes = int(codes.max()) + 1 if codes.size else 0
+    first = np.full(n_classes, jobs.n_jobs, dtype=np.int64)
+    np.minimum.at(first, codes, np.arange(jobs.n_jobs))
+    counts = np.bincount(codes, minlength=n_classes)
+    reps = jobs.take(first)._with_multiplicity(counts * jobs.multiplicity[first])
+    return JobClasses(reps, codes.astype(np.int64))

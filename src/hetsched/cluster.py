@@ -1,0 +1,159 @@
+"""GPU cluster description: GPU types, counts and optional prices."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable, Mapping
+
+import numpy as np
+
+from .errors import ValidationError
+
+__all__ = ["Cluster"]
+
+
+class Cluster:
+    """A heterogeneous GPU cluster.
+
+    Parameters
+    ----------
+    counts : Mapping[str, int]
+        GPU type -> number of GPUs of that type. Counts are non-negative integers; at
+        least one type must be named.
+    prices : Mapping[str, float], optional
+        GPU type -> price in $ per GPU-hour (positive). Needed only by cost-aware policies.
+
+    Attributes
+    ----------
+    gpu_types : tuple of str
+        GPU type names in the order given.
+    counts : numpy.ndarray
+        Integer counts aligned with ``gpu_types``.
+
+    Examples
+    --------
+    >>> c = Cluster({"v100": 4, "k80": 8}, prices={"v100": 2.48, "k80": 0.45})
+    >>> c.capacities(["k80", "a100", "v100"]).tolist()
+    [8.0, 0.0, 4.0]
+    >>> c.total_gpus
+    12
+    """
+
+    __slots__ = ("gpu_types", "counts", "_prices", "_index")
+
+    def __init__(self, counts: Mapping[str, int], prices: Mapping[str, float] | None = None) -> None:
+        if not isinstance(counts, Mapping):
+            raise ValidationError(
+                f"`counts` must be a mapping of GPU type -> count; got {type(counts).__name__}."
+            )
+        if len(counts) == 0:
+            raise ValidationError("`counts` must name at least one GPU type; got an empty mapping.")
+        types: list[str] = []
+        values: list[int] = []
+        for name, value in counts.items():
+            if not isinstance(name, str) or not name:
+                raise ValidationError(f"`counts` keys must be non-empty strings; got {name!r}.")
+            if isinstance(value, bool) or not _is_integral(value) or value < 0:
+                raise ValidationError(
+                    f"`counts[{name!r}]` must be a non-negative integer; got {value!r}."
+                )
+            types.append(name)
+            values.append(int(value))
+        self.gpu_types: tuple[str, ...] = tuple(types)
+        self.counts = np.asarray(values, dtype=np.int64)
+        self.counts.setflags(write=False)
+        self._index = {t: i for i, t in enumerate(self.gpu_types)}
+        self._prices: dict[str, float] | None = None
+        if prices is not None:
+            if not isinstance(prices, Mapping):
+                raise ValidationError(
+                    f"`prices` must be a mapping of GPU type -> $/GPU-hour; got {type(prices).__name__}."
+                )
+            clean: dict[str, float] = {}
+            for name, value in prices.items():
+                if name not in self._index:
+                    raise ValidationError(
+                        f"`prices` names GPU type {name!r}, which is not in `counts` "
+                        f"({list(self.gpu_types)})."
+                    )
+                try:
+                    fvalue = float(value)
+                except (TypeError, ValueError):
+                    raise ValidationError(
+                        f"`prices[{name!r}]` must be a positive number; got {value!r}."
+                    ) from None
+                if not math.isfinite(fvalue) or fvalue <= 0:
+                    raise ValidationError(f"`prices[{name!r}]` must be a positive number; got {value!r}.")
+                clean[name] = fvalue
+            self._prices = clean
+
+    # ------------------------------------------------------------------ queries
+    @property
+    def total_gpus(self) -> int:
+        """Total number of GPUs over all types."""
+        return int(self.counts.sum())
+
+    @property
+    def prices(self) -> dict[str, float] | None:
+        """$/GPU-hour per type, or ``None`` when no prices were given."""
+        return None if self._prices is None else dict(self._prices)
+
+    def count(self, gpu_type: str) -> int:
+        """Number of GPUs of ``gpu_type`` (0 for a type the cluster does not have)."""
+        i = self._index.get(gpu_type)
+        return 0 if i is None else int(self.counts[i])
+
+    def capacities(self, gpu_types: Iterable[str]) -> np.ndarray:
+        """GPU counts aligned with ``gpu_types`` as floats; unknown types count as 0."""
+        return np.array([self.count(t) for t in gpu_types], dtype=float)
+
+    def price_vector(self, gpu_types: Iterable[str], *, needed_by: str) -> np.ndarray:
+        """Prices aligned with ``gpu_types``.
+
+        Types with no GPUs in the cluster get price ``inf`` (they are never used).
+
+        Raises
+        ------
+        ValidationError
+            If a type that has GPUs has no price; ``needed_by`` names the caller.
+        """
+        gpu_types = list(gpu_types)
+        out = np.full(len(gpu_types), np.inf)
+        missing = []
+        for i, t in enumerate(gpu_types):
+            if self.count(t) == 0:
+                continue
+            if self._prices is None or t not in self._prices:
+                missing.append(t)
+            else:
+                out[i] = self._prices[t]
+        if missing:
+            raise ValidationError(
+                f"{needed_by} needs `Cluster(prices=...)` for every GPU type it can use; "
+                f"missing prices for {missing}."
+            )
+        return out
+
+    def as_dict(self) -> dict[str, int]:
+        """GPU type -> count."""
+        return {t: int(c) for t, c in zip(self.gpu_types, self.counts)}
+
+    def __repr__(self) -> str:
+        extra = "" if self._prices is None else f", prices={self._prices}"
+        return f"Cluster({self.as_dict()}{extra})"
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, Cluster):
+            return NotImplemented
+        return self.as_dict() == other.as_dict() and self._prices == other._prices
+
+    def __hash__(self) -> int:
+        return hash((tuple(self.as_dict().items()), tuple(sorted((self._prices or {}).items()))))
+
+
+def _is_integral(value: object) -> bool:
+    if isinstance(value, (int, np.integer)):
+        return True
+    if isinstance(value, (float, np.floating)):
+        return math.isfinite(value) and float(value).is_integer()
+    return False

@@ -1,0 +1,53 @@
+"""Exception hierarchy of hetsched.
+
+Every error raised for bad input derives from :class:`ValidationError` (also a
+``ValueError``) and its message names the argument, the rule and the offending value.
+Solver crashes raise :class:`SolverError`; infeasible or time-limited solves are *not*
+errors: they come back as a status on the result.
+"""
+
+from __future__ import annotations
+
+__all__ = [
+    "HetschedError",
+    "ValidationError",
+    "MissingFieldError",
+    "UnknownPolicyError",
+    "UnknownSolverError",
+    "SolverError",
+    "CapabilityError",
+]
+
+
+class HetschedError(Exception):
+    """Base class of every exception raised by hetsched."""
+
+
+class ValidationError(HetschedError, ValueError):
+    """An argument broke a documented rule; the message names argument, rule and value."""
+
+
+class MissingFieldError(ValidationError):
+    """A policy needs a job field (e.g. ``steps_remaining``) that the JobSet does not carry."""
+
+
+class UnknownPolicyError(ValidationError, KeyError):
+    """A policy name that is not registered; the message lists the valid names."""
+
+    def __str__(self) -> str:  # KeyError would quote the message
+        return str(self.args[0]) if self.args else ""
+
+
+class UnknownSolverError(ValidationError, KeyError):
+    """A solver name that is not registered or not installed; the message lists the valid names."""
+
+    def __str__(self) -> str:
+        return str(self.args[0]) if self.args else ""
+
+
+class CapabilityError(ValidationError):
+    """A backend was asked for something it cannot do (e.g. integer variables on Clarabel)."""
+
+
+class SolverError(HetschedError, RuntimeError):
+    """The solver crashed or returned something unusable (not: infeasible, time limit)."""

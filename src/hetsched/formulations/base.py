@@ -1,0 +1,127 @@
+"""Policy base class, the outcome record policies return, and the policy registry."""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass, field
+from typing import Any, ClassVar
+
+import numpy as np
+
+from ..cluster import Cluster
+from ..engine import SolveContext
+from ..errors import UnknownPolicyError, ValidationError
+from ..jobs import JobSet
+from ..program import LinearProgram
+from ..solvers.base import SolverOutput
+
+__all__ = ["Policy", "PolicyOutcome", "register_policy", "list_policies", "make_policy"]
+
+_POLICIES: dict[str, type[Policy]] = {}
+
+
+@dataclass(frozen=True, eq=False)
+class PolicyOutcome:
+    """What :meth:`Policy.solve` returns (rows follow the JobSet it was given).
+
+    ``X`` is NaN where no solution exists (infeasible, time limit without incumbent).
+    """
+
+    X: np.ndarray
+    objective: float
+    status: str
+    message: str
+    extra: dict[str, Any] = field(default_factory=dict)
+
+
+class Policy:
+    """A scheduling policy: parameters (keyword-only, stored as given) and ``formulate``.
+
+    Subclasses are frozen dataclasses registered with :func:`register_policy`. Single-program
+    policies implement :meth:`formulate` and :meth:`objective_of`; policies that need a
+    sequence of programs (or none) override :meth:`solve`.
+
+    Class attributes
+    ----------------
+    name : str
+        Registry name, accepted by :func:`hetsched.solve`.
+    requires : tuple of str
+        Optional JobSet fields the policy cannot run without.
+    reads : tuple of str
+        Optional JobSet fields the policy reads (besides throughputs, scale factors and
+        weights); jobs equal in all of them are interchangeable (aggregation key).
+    aggregatable : bool
+        Whether identical jobs may be merged into classes (exact for symmetric, concave
+        programs).
+    uses_n_total : bool
+        Whether the math depends on the total number of jobs (true for isolated shares).
+    """
+
+    name: ClassVar[str] = ""
+    requires: ClassVar[tuple[str, ...]] = ()
+    reads: ClassVar[tuple[str, ...]] = ()
+    aggregatable: ClassVar[bool] = True
+
+    # ------------------------------------------------------------------ API
+    def formulate(self, jobs: JobSet, cluster: Cluster) -> LinearProgram:
+        """The program whose optimum is this policy's allocation."""
+        raise NotImplementedError(f"policy {self.name!r} is not a single program; call solve()")
+
+    def objective_of(self, X: np.ndarray, jobs: JobSet, cluster: Cluster) -> float:
+        """The policy's objective evaluated on allocation ``X`` (independent of any solver)."""
+        raise NotImplementedError
+
+    def solve(self, jobs: JobSet, cluster: Cluster, ctx: SolveContext) -> PolicyOutcome:
+        """Formulate, run through ``ctx`` and read X back."""
+        with ctx.building():
+            lp = self.formulate(jobs, cluster)
+        out = ctx.run(lp)
+        return self.outcome(lp, out, jobs, cluster)
+
+    # -------------------------------------------------------------- helpers
+    def outcome(self, lp: LinearProgram, out: SolverOutput, jobs: JobSet, cluster: Cluster,
+                **extra: Any) -> PolicyOutcome:
+        """Turn one solver output into a :class:`PolicyOutcome` (objective from X)."""
+        if out.has_solution:
+            X = lp.extract_X(out.x)
+            objective = self.objective_of(X, jobs, cluster)
+        else:
+            X = np.full(lp.x_index.shape, np.nan)
+            objective = float("nan")
+        if out.mip_gap is not None:
+            extra.setdefault("mip_gap", out.mip_gap)
+        return PolicyOutcome(X=X, objective=objective, status=out.status, message=out.message, extra=extra)
+
+    def params(self) -> dict[str, Any]:
+        """The policy's parameters as given."""
+        return {f.name: getattr(self, f.name) for f in dataclasses.fields(self)}  # type: ignore[arg-type]
+
+
+def register_policy(cls: type[Policy]) -> type[Policy]:
+    """Class decorator: register a policy under ``cls.name``."""
+    if not cls.name:
+        raise ValueError("a policy class needs a non-empty `name`")
+    _POLICIES[cls.name] = cls
+    return cls
+
+
+def list_policies() -> list[str]:
+    """Names accepted by :func:`hetsched.solve`, sorted."""
+    from . import _load_all
+
+    _load_all()
+    return sorted(_POLICIES)
+
+
+def make_policy(policy: str | Policy) -> Policy:
+    """A policy object from a registered name (default parameters) or the object itself."""
+    if isinstance(policy, Policy):
+        return policy
+    if isinstance(policy, str):
+        names = list_policies()
+        if policy not in _POLICIES:
+            raise UnknownPolicyError(f"`policy` {policy!r} is not a known policy; choose one of {names}.")
+        return _POLICIES[policy]()
+    raise ValidationError(
+        f"`policy` must be a policy name (str) or a hetsched.policies object; got {type(policy).__name__}."
+    )

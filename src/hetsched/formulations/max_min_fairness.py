@@ -1,0 +1,137 @@
+r"""Max-min fairness over normalized throughput (Gavel's LAS policy, "perf" variant).
+
+Math
+----
+With :math:`\tilde T = T` (heterogeneity-aware) or :math:`\tilde T = \mathbb 1[T>0]`
+(agnostic), proportional throughput :math:`p_j = \sum_k \tilde T_{jk} C_k / \sum_k C_k`
+and normalized share
+
+.. math::
+
+    \mathrm{share}_j(X) = \frac{s_j \sum_k \tilde T_{jk} X_{jk}}{w_j\, p_j},
+
+stage 1 solves
+
+.. math::
+
+    t^\star = \max_{X, t}\ t \quad \text{s.t.}\quad \mathrm{share}_j(X) \ge t\ \ \forall j,
+    \qquad \text{base constraints.}
+
+The optimum is often *pinned* by one saturated job, and then the rest of X is arbitrary
+(a solver may leave most of the cluster idle). Stage 2 (on by default) therefore maximizes
+:math:`\sum_j \mu_j\,\mathrm{share}_j(X)` subject to :math:`\mathrm{share}_j(X) \ge
+t^\star (1 - 10^{-7})`: same minimum, no idle capacity that some job could use.
+
+In numpy, for an allocation ``X``::
+
+    share = s * (Tt * X).sum(1) / (w * p);  objective = share.min()
+
+Examples
+--------
+>>> import hetsched as hs
+>>> jobs = hs.JobSet([[2.0, 1.0], [1.0, 1.0]], gpu_types=["fast", "slow"])
+>>> res = hs.solve("max_min_fairness", jobs, hs.Cluster({"fast": 1, "slow": 1}))
+>>> round(res.objective, 6)
+1.0
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from ..cluster import Cluster
+from ..engine import SolveContext
+from ..jobs import JobSet
+from ..program import LinearProgram
+from .base import Policy, PolicyOutcome, register_policy
+from .builder import ProgramBuilder
+from .common import add_base_rows, proportional_throughput, usable_mask
+
+__all__ = ["MaxMinFairness", "normalized_share_coefficients"]
+
+#: Relative slack on the stage-1 level used as the floor of stage 2.
+STAGE2_RELATIVE_SLACK = 1e-7
+
+
+def normalized_share_coefficients(jobs: JobSet, capacities: np.ndarray, heterogeneity_aware: bool) -> np.ndarray:
+    """``a[j, k]`` with ``share_j = sum_k a[j, k] X[j, k]`` (0 where job j cannot use type k)."""
+    mask = usable_mask(jobs.throughputs, jobs.scale_factors, capacities)
+    Tt = jobs.throughputs if heterogeneity_aware else (jobs.throughputs > 0).astype(float)
+    p = proportional_throughput(Tt, capacities)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        scale = np.where(p > 0, jobs.scale_factors / (jobs.weights * p), 0.0)
+    return np.where(mask, Tt * scale[:, None], 0.0)
+
+
+@register_policy
+@dataclass(frozen=True, kw_only=True)
+class MaxMinFairness(Policy):
+    """Maximize the minimum normalized share (Gavel's ``max_min_fairness_perf``).
+
+    Parameters
+    ----------
+    heterogeneity_aware : bool, default True
+        When False, every usable type counts as throughput 1 (Gavel's agnostic LAS); the
+        result still reports the real effective throughputs of the X chosen.
+    second_stage : bool, default True
+        After finding the max-min level, maximize total normalized share at that level
+        so no capacity is left idle that a job could use.
+    """
+
+    name = "max_min_fairness"
+    heterogeneity_aware: bool = True
+    second_stage: bool = True
+
+    def coefficients(self, jobs: JobSet, cluster: Cluster) -> np.ndarray:
+        """Normalized-share coefficients ``a`` (see module docstring)."""
+        return normalized_share_coefficients(jobs, cluster.capacities(jobs.gpu_types), self.heterogeneity_aware)
+
+    def formulate(self, jobs: JobSet, cluster: Cluster, *, floor: float | None = None) -> LinearProgram:
+        """Stage 1 (``floor`` None): max t. Stage 2: max total share with every share >= floor."""
+        cap = cluster.capacities(jobs.gpu_types)
+        a = self.coefficients(jobs, cluster)
+        b = ProgramBuilder()
+        if floor is None:
+            X = b.add_allocation(a > 0)
+            t = b.add_vars(1, lb=0.0, ub=np.inf, cost=1.0)
+        else:
+            X = b.add_allocation(a > 0, cost=(jobs.multiplicity[:, None] * a)[a > 0])
+            t = b.add_vars(1, lb=floor, ub=floor, cost=0.0)
+        add_base_rows(b, X, jobs, cap)
+        n = jobs.n_jobs
+        rows = np.concatenate([X.job, np.arange(n)])
+        cols = np.concatenate([X.cols, np.full(n, t)])
+        vals = np.concatenate([a[X.job, X.gpu], -np.ones(n)])
+        b.add_rows(rows=rows, cols=cols, vals=vals, lb=0.0, ub=np.inf, n_rows=n)
+        stage = "stage1" if floor is None else "stage2"
+        return b.build(sense="max", x_index=X.x_index, name=f"{self.name}:{stage}", meta={"t": t})
+
+    def objective_of(self, X: np.ndarray, jobs: JobSet, cluster: Cluster) -> float:
+        """Minimum normalized share of ``X``."""
+        if jobs.n_jobs == 0:
+            return float("nan")
+        return float((self.coefficients(jobs, cluster) * X).sum(axis=1).min())
+
+    def solve(self, jobs: JobSet, cluster: Cluster, ctx: SolveContext) -> PolicyOutcome:
+        with ctx.building():
+            lp1 = self.formulate(jobs, cluster)
+        out1 = ctx.run(lp1)
+        first = self.outcome(lp1, out1, jobs, cluster)
+        if not (self.second_stage and out1.success):
+            return first
+        level = float(out1.x[lp1.meta["t"]])
+        floor = level - STAGE2_RELATIVE_SLACK * abs(level)
+        with ctx.building():
+            lp2 = self.formulate(jobs, cluster, floor=floor)
+        out2 = ctx.run(lp2)
+        if not out2.success:
+            return PolicyOutcome(
+                X=first.X,
+                objective=first.objective,
+                status=first.status,
+                message=f"{first.message}; stage 2 ended {out2.status!r}, returning the stage-1 allocation",
+                extra={"stage1_level": level, "second_stage_status": out2.status},
+            )
+        return self.outcome(lp2, out2, jobs, cluster, stage1_level=level, second_stage_status=out2.status)

@@ -1,0 +1,325 @@
+"""JobSet: the columnar description of the jobs a policy divides the cluster among."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from .errors import ValidationError
+
+__all__ = ["JobSet", "OPTIONAL_FIELDS"]
+
+#: Optional per-job numeric fields, with the rule each must satisfy.
+OPTIONAL_FIELDS: dict[str, str] = {
+    "steps_remaining": "positive",
+    "time_since_start": "non-negative",
+    "slos": "positive",
+    "arrival_times": "finite",
+    "isolated_time_elapsed": "non-negative",
+}
+
+
+class JobSet:
+    """Jobs as columns of arrays, one row per job.
+
+    Parameters
+    ----------
+    throughputs : array-like of shape (n_jobs, n_gpu_types) or pandas.DataFrame
+        ``T[j, k]``: steps/s of job ``j`` when it runs on ``scale_factors[j]`` GPUs of type
+        ``gpu_types[k]``; 0 means the job cannot run on that type. A DataFrame supplies
+        ``gpu_types`` from its columns and ``ids`` from its index (unless a RangeIndex).
+    gpu_types : sequence of str, optional
+        Column labels of ``throughputs``; required for a plain array. May be a subset or a
+        reordering of the cluster's types; types the cluster lacks count as 0 GPUs.
+    ids : sequence, optional
+        Unique job ids (default ``0 .. n_jobs-1``).
+    scale_factors : array-like of int, optional
+        GPUs a job uses at once (its gang size); positive integers, default 1.
+    weights : array-like of float, optional
+        Priority weights, positive, default 1.
+    steps_remaining, time_since_start, slos, arrival_times, isolated_time_elapsed : array-like, optional
+        Per-job fields some policies need: steps left to run (positive), seconds since the
+        job started (non-negative), SLO in seconds from now (positive), arrival time
+        (finite), and the isolated-equivalent time the job has already used (Themis'
+        finish-time fairness; non-negative).
+
+    Examples
+    --------
+    >>> jobs = JobSet([[3.0, 1.0], [2.0, 2.0]], gpu_types=["v100", "k80"], ids=["a", "b"])
+    >>> len(jobs), jobs.gpu_types
+    (2, ('v100', 'k80'))
+    """
+
+    def __init__(
+        self,
+        throughputs: Any,
+        gpu_types: Sequence[str] | None = None,
+        ids: Sequence[Any] | None = None,
+        scale_factors: Any = None,
+        weights: Any = None,
+        steps_remaining: Any = None,
+        time_since_start: Any = None,
+        slos: Any = None,
+        arrival_times: Any = None,
+        isolated_time_elapsed: Any = None,
+    ) -> None:
+        if isinstance(throughputs, pd.DataFrame):
+            if gpu_types is None:
+                gpu_types = [str(c) for c in throughputs.columns]
+            elif list(gpu_types) != [str(c) for c in throughputs.columns]:
+                raise ValidationError(
+                    f"`gpu_types` {list(gpu_types)} must equal the DataFrame's columns "
+                    f"{list(throughputs.columns)} when `throughputs` is a DataFrame."
+                )
+            if ids is None and not isinstance(throughputs.index, pd.RangeIndex):
+                ids = throughputs.index.tolist()
+            throughputs = throughputs.to_numpy()
+        if gpu_types is None:
+            raise ValidationError("`gpu_types` is required when `throughputs` is not a DataFrame.")
+        if isinstance(gpu_types, str):
+            raise ValidationError(f"`gpu_types` must be a sequence of names; got the string {gpu_types!r}.")
+        gpu_types = tuple(str(t) for t in gpu_types)
+        if len(set(gpu_types)) != len(gpu_types):
+            dup = sorted({t for t in gpu_types if gpu_types.count(t) > 1})
+            raise ValidationError(f"`gpu_types` must be unique; {dup} appear more than once.")
+        try:
+            T = np.array(throughputs, dtype=float)
+        except (TypeError, ValueError) as exc:
+            raise ValidationError(f"`throughputs` must be numeric; {exc}.") from None
+        if T.ndim == 1 and T.size == 0:
+            T = T.reshape(0, len(gpu_types))
+        if T.ndim != 2 or T.shape[1] != len(gpu_types):
+            raise ValidationError(
+                f"`throughputs` must have shape (n_jobs, n_gpu_types) = (n, {len(gpu_types)}); "
+                f"got {T.shape}."
+            )
+        _check_finite_nonneg(T, "throughputs")
+        n = T.shape[0]
+        self._T = T
+        self._T.setflags(write=False)
+        self.gpu_types: tuple[str, ...] = gpu_types
+
+        if ids is None:
+            self._ids = np.arange(n)
+        else:
+            id_arr = np.asarray(list(ids) if not isinstance(ids, np.ndarray) else ids)
+            if id_arr.ndim != 1 or id_arr.shape[0] != n:
+                raise ValidationError(f"`ids` must have length n_jobs = {n}; got shape {id_arr.shape}.")
+            index = pd.Index(id_arr)
+            if not index.is_unique:
+                dup = index[index.duplicated()].unique().tolist()[:5]
+                raise ValidationError(f"`ids` must be unique; duplicated ids: {dup}.")
+            self._ids = id_arr
+        self._ids.setflags(write=False)
+
+        if scale_factors is None:
+            s = np.ones(n, dtype=np.int64)
+        else:
+            s_raw = _as_vector(scale_factors, n, "scale_factors")
+            bad = ~np.isfinite(s_raw) | (s_raw < 1) | (s_raw != np.round(s_raw))
+            if bad.any():
+                j = int(np.flatnonzero(bad)[0])
+                raise ValidationError(
+                    f"`scale_factors` must be positive integers; job {self._ids[j]!r} has {s_raw[j]!r}."
+                )
+            s = s_raw.astype(np.int64)
+        s.setflags(write=False)
+        self._scale = s
+
+        if weights is None:
+            w = np.ones(n)
+        else:
+            w = _as_vector(weights, n, "weights")
+            bad = ~np.isfinite(w) | (w <= 0)
+            if bad.any():
+                j = int(np.flatnonzero(bad)[0])
+                raise ValidationError(f"`weights` must be positive; job {self._ids[j]!r} has {w[j]!r}.")
+        w.setflags(write=False)
+        self._weights = w
+
+        self._fields: dict[str, np.ndarray] = {}
+        given = dict(
+            steps_remaining=steps_remaining,
+            time_since_start=time_since_start,
+            slos=slos,
+            arrival_times=arrival_times,
+            isolated_time_elapsed=isolated_time_elapsed,
+        )
+        for name, value in given.items():
+            if value is None:
+                continue
+            arr = _as_vector(value, n, name)
+            rule = OPTIONAL_FIELDS[name]
+            if rule == "positive":
+                bad = ~np.isfinite(arr) | (arr <= 0)
+            elif rule == "non-negative":
+                bad = ~np.isfinite(arr) | (arr < 0)
+            else:
+                bad = ~np.isfinite(arr)
+            if bad.any():
+                j = int(np.flatnonzero(bad)[0])
+                raise ValidationError(f"`{name}` must be {rule}; job {self._ids[j]!r} has {arr[j]!r}.")
+            arr.setflags(write=False)
+            self._fields[name] = arr
+        self._multiplicity = np.ones(n, dtype=np.int64)
+        self._multiplicity.setflags(write=False)
+
+    # --------------------------------------------------------------- accessors
+    @property
+    def throughputs(self) -> np.ndarray:
+        """``T``, shape (n_jobs, n_gpu_types), read-only."""
+        return self._T
+
+    @property
+    def ids(self) -> np.ndarray:
+        """Job ids, read-only array."""
+        return self._ids
+
+    @property
+    def scale_factors(self) -> np.ndarray:
+        """GPUs per job (gang size), int64."""
+        return self._scale
+
+    @property
+    def weights(self) -> np.ndarray:
+        """Priority weights."""
+        return self._weights
+
+    @property
+    def multiplicity(self) -> np.ndarray:
+        """How many identical jobs each row stands for (1 unless built by aggregation)."""
+        return self._multiplicity
+
+    @property
+    def n_total(self) -> int:
+        """Number of jobs represented, counting multiplicities."""
+        return int(self._multiplicity.sum())
+
+    @property
+    def n_jobs(self) -> int:
+        """Number of rows."""
+        return int(self._T.shape[0])
+
+    @property
+    def n_types(self) -> int:
+        """Number of GPU types (columns)."""
+        return len(self.gpu_types)
+
+    def __len__(self) -> int:
+        return self.n_jobs
+
+    def has(self, field: str) -> bool:
+        """Whether optional field ``field`` was given."""
+        return field in self._fields
+
+    def field(self, field: str, default: float | None = None) -> np.ndarray:
+        """An optional field's array; ``default`` fills it when absent.
+
+        Raises
+        ------
+        KeyError
+            If the field is absent and no default is given.
+        """
+        if field in self._fields:
+            return self._fields[field]
+        if field not in OPTIONAL_FIELDS:
+            raise KeyError(f"unknown job field {field!r}; known: {sorted(OPTIONAL_FIELDS)}")
+        if default is None:
+            raise KeyError(field)
+        return np.full(self.n_jobs, float(default))
+
+    @property
+    def steps_remaining(self) -> np.ndarray | None:
+        """Steps left per job, or ``None``."""
+        return self._fields.get("steps_remaining")
+
+    @property
+    def time_since_start(self) -> np.ndarray | None:
+        """Seconds since each job started, or ``None``."""
+        return self._fields.get("time_since_start")
+
+    @property
+    def slos(self) -> np.ndarray | None:
+        """SLO (seconds from now) per job, or ``None``."""
+        return self._fields.get("slos")
+
+    @property
+    def arrival_times(self) -> np.ndarray | None:
+        """Arrival time per job, or ``None``."""
+        return self._fields.get("arrival_times")
+
+    @property
+    def isolated_time_elapsed(self) -> np.ndarray | None:
+        """Isolated-equivalent seconds already used per job, or ``None``."""
+        return self._fields.get("isolated_time_elapsed")
+
+    # -------------------------------------------------------------- transforms
+    def take(self, index: Any) -> JobSet:
+        """A new JobSet with the rows selected by ``index`` (integer array or boolean mask)."""
+        idx = np.asarray(index)
+        if idx.dtype == bool:
+            idx = np.flatnonzero(idx)
+        out = JobSet.__new__(JobSet)
+        out._T = self._T[idx]
+        out.gpu_types = self.gpu_types
+        out._ids = self._ids[idx]
+        out._scale = self._scale[idx]
+        out._weights = self._weights[idx]
+        out._fields = {k: v[idx] for k, v in self._fields.items()}
+        out._multiplicity = self._multiplicity[idx]
+        return out
+
+    def with_columns(self, gpu_types: Sequence[str]) -> JobSet:
+        """A JobSet whose columns follow ``gpu_types`` (types not present get throughput 0)."""
+        pos = {t: i for i, t in enumerate(self.gpu_types)}
+        T = np.zeros((self.n_jobs, len(gpu_types)))
+        for k, t in enumerate(gpu_types):
+            if t in pos:
+                T[:, k] = self._T[:, pos[t]]
+        out = self.take(np.arange(self.n_jobs))
+        out._T = T
+        out.gpu_types = tuple(gpu_types)
+        return out
+
+    def _with_multiplicity(self, multiplicity: np.ndarray) -> JobSet:
+        out = self.take(np.arange(self.n_jobs))
+        out._multiplicity = np.asarray(multiplicity, dtype=np.int64)
+        return out
+
+    def to_frame(self) -> pd.DataFrame:
+        """All columns as a DataFrame indexed by job id (throughputs prefixed ``T_``)."""
+        data: dict[str, Any] = {f"T_{t}": self._T[:, k] for k, t in enumerate(self.gpu_types)}
+        data["scale_factor"] = self._scale
+        data["weight"] = self._weights
+        data.update(self._fields)
+        return pd.DataFrame(data, index=pd.Index(self._ids, name="job_id"))
+
+    def __repr__(self) -> str:
+        fields = ", ".join(sorted(self._fields))
+        return f"JobSet(n_jobs={self.n_jobs}, gpu_types={list(self.gpu_types)}, fields=[{fields}])"
+
+
+def _as_vector(value: Any, n: int, name: str) -> np.ndarray:
+    try:
+        arr = np.array(value, dtype=float)
+    except (TypeError, ValueError):
+        raise ValidationError(f"`{name}` must be numeric; got {value!r:.80}.") from None
+    if arr.ndim == 0:
+        arr = np.full(n, float(arr))
+    if arr.shape != (n,):
+        raise ValidationError(f"`{name}` must have shape (n_jobs,) = ({n},); got {arr.shape}.")
+    return arr
+
+
+def _check_finite_nonneg(T: np.ndarray, name: str) -> None:
+    bad = ~np.isfinite(T)
+    if bad.any():
+        j, k = np.argwhere(bad)[0]
+        raise ValidationError(f"`{name}` must be finite; row {j}, column {k} is {T[j, k]!r}.")
+    neg = T < 0
+    if neg.any():
+        j, k = np.argwhere(neg)[0]
+        raise ValidationError(f"`{name}` must be non-negative; row {j}, column {k} is {T[j, k]!r}.")

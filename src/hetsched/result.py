@@ -1,0 +1,87 @@
+"""Allocation: the frozen result of :func:`hetsched.solve`."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+__all__ = ["Allocation"]
+
+
+@dataclass(frozen=True, eq=False)
+class Allocation:
+    """Result of :func:`hetsched.solve`, in the spirit of scipy's ``OptimizeResult``.
+
+    Attributes
+    ----------
+    policy : str
+        Policy name.
+    params : dict
+        Policy parameters as given.
+    status : str
+        "optimal", "infeasible", "unbounded", "time_limit", ... (see ``hetsched.solvers.STATUSES``).
+    success : bool
+        ``status == "optimal"``.
+    message : str
+        What happened, in words (solver status, infeasible jobs, fallbacks).
+    objective : float
+        The policy's objective evaluated on ``X`` (NaN when there is no X).
+    X : ndarray, shape (n_jobs, n_gpu_types)
+        Fraction of time each job spends on each type; rows in job order, columns in
+        ``gpu_types`` order. NaN everywhere when the solver returned no solution.
+    job_ids : ndarray
+        Job ids in row order.
+    gpu_types : tuple of str
+        Column labels.
+    throughputs : ndarray
+        The ``T`` the allocation was computed for (for ``effective_throughput``).
+    solver : str
+        Backend(s) used, comma-separated ("none" for closed-form policies).
+    timings : dict
+        Seconds: ``aggregate_s``, ``build_s``, ``solve_s``, ``total_s``.
+    sizes : dict
+        ``n_jobs``, ``n_classes`` (after aggregation), ``n_programs``, ``max_vars``, ``max_rows``.
+    extra : dict
+        Policy-specific information (e.g. ``infeasible_jobs``, ``mip_gap``, ``stage1_level``).
+    """
+
+    policy: str
+    params: dict[str, Any]
+    status: str
+    success: bool
+    message: str
+    objective: float
+    X: np.ndarray
+    job_ids: np.ndarray
+    gpu_types: tuple[str, ...]
+    throughputs: np.ndarray
+    solver: str
+    timings: dict[str, float] = field(default_factory=dict)
+    sizes: dict[str, int] = field(default_factory=dict)
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def effective_throughput(self) -> np.ndarray:
+        """``(T * X).sum(1)``: steps/s each job gets on average under X (NaN without X)."""
+        return (self.throughputs * self.X).sum(axis=1)
+
+    @property
+    def has_solution(self) -> bool:
+        """Whether X holds numbers (False when the solver returned no solution)."""
+        return not bool(np.isnan(self.X).any()) if self.X.size else self.success
+
+    def to_frame(self) -> pd.DataFrame:
+        """DataFrame indexed by job id: one column per GPU type plus ``effective_throughput``."""
+        df = pd.DataFrame(self.X, index=pd.Index(self.job_ids, name="job_id"), columns=list(self.gpu_types))
+        df["effective_throughput"] = self.effective_throughput
+        return df
+
+    def __repr__(self) -> str:
+        n, m = self.X.shape
+        return (
+            f"Allocation(policy={self.policy!r}, status={self.status!r}, objective={self.objective:.6g}, "
+            f"X=<{n}x{m}>, solver={self.solver!r}, total_s={self.timings.get('total_s', float('nan')):.3f})"
+        )
