@@ -152,6 +152,11 @@ def solve(
     aggregate_s = time.perf_counter() - t_agg
     outcome = pol.solve(work, cluster, ctx)
     X = outcome.X if inverse is None else outcome.X[inverse]
+    extra = dict(outcome.extra)
+    if "infeasible_rows" in extra:
+        rows = np.asarray(extra.pop("infeasible_rows"), dtype=np.int64)
+        members = np.isin(inverse, rows) if inverse is not None else np.isin(np.arange(n), rows)
+        extra["infeasible_jobs"] = jobs.ids[members].tolist()
     total_s = time.perf_counter() - t0
     log.info(
         "%s: %s objective=%.6g (%d jobs, %d classes, %d programs, %.3fs)",
@@ -172,5 +177,5 @@ def solve(
         timings={"aggregate_s": aggregate_s, "build_s": ctx.build_s, "solve_s": ctx.solve_s, "total_s": total_s},
         sizes={"n_jobs": n, "n_classes": work.n_jobs, "n_programs": ctx.n_programs,
                "max_vars": ctx.max_vars, "max_rows": ctx.max_rows},
-        extra=dict(outcome.extra),
+        extra=extra,
     )

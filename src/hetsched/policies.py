@@ -4,9 +4,25 @@ from __future__ import annotations
 
 from .formulations import _load_all
 from .formulations.base import Policy, list_policies, make_policy, register_policy
+from .formulations.baselines import Isolated, Proportional
+from .formulations.fifo import Fifo
+from .formulations.finish_time_fairness import FinishTimeFairness
+from .formulations.max_min_fairness import MaxMinFairness
+from .formulations.max_sum_throughput import MaxSumThroughput
+from .formulations.min_makespan import MinMakespan
 
 _load_all()
 
-from .formulations.max_min_fairness import MaxMinFairness  # noqa: E402
-
-__all__ = ["Policy", "MaxMinFairness", "list_policies", "make_policy", "register_policy"]
+__all__ = [
+    "Policy",
+    "Fifo",
+    "FinishTimeFairness",
+    "Isolated",
+    "MaxMinFairness",
+    "MaxSumThroughput",
+    "MinMakespan",
+    "Proportional",
+    "list_policies",
+    "make_policy",
+    "register_policy",
+]

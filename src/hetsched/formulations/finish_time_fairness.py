@@ -1,0 +1,212 @@
+r"""Finish-time fairness (Themis, NSDI'20; Gavel's definition) with LPs only.
+
+Math
+----
+With :math:`iso_j` the isolated throughput (see :mod:`.common`), :math:`e_j` the
+isolated-equivalent time already used (``isolated_time_elapsed``, default 0) and
+:math:`t_j` the time since the job started (``time_since_start``, default 0):
+
+.. math::
+
+    \rho_j(X) = \frac{t_j + R_j / \mathrm{thr}_j(X)}{D_j}, \qquad D_j = e_j + R_j / iso_j,
+    \qquad \rho^\star = \min_X \max_j \rho_j(X).
+
+For a fixed :math:`\rho` with :math:`\rho D_j > t_j` the condition
+:math:`\rho_j(X) \le \rho` is linear: :math:`\mathrm{thr}_j(X) \ge R_j / (\rho D_j - t_j)`.
+Each step solves
+
+.. math::
+
+    u^\star(\rho) = \max_{X,u}\, u \quad\text{s.t.}\quad
+    \mathrm{thr}_j(X)\,\frac{\rho D_j - t_j}{R_j} \ge u\ \ \forall j,\ \text{base constraints}.
+
+* Any X is achievable, so :math:`\max_j \rho_j(X^\star)` is an upper bound.
+* If :math:`u^\star < 1`, every feasible :math:`\rho'` satisfies
+  :math:`\rho' \ge \min_j\, [\rho / u^\star - t_j (1/u^\star - 1) / D_j]` (a lower bound
+  strictly above :math:`\rho`): the next step starts there. With all :math:`t_j = 0` this
+  bound is :math:`\rho / u^\star`, exact after one LP.
+* The first :math:`\rho` is the single-job bound :math:`\max_j (t_j + R_j / \max_k T_{jk}) / D_j`.
+
+Steps stop when ``upper - lower <= rtol * lower``; a bisection step is taken whenever the
+lower bound moves less than 1 % of the gap. Gavel solves this as a conic program built job by
+job; this needs a handful of LPs.
+
+In numpy: ``rho = (t + R / (T * X).sum(1)) / D;  objective = rho.max()``.
+
+Examples
+--------
+>>> import hetsched as hs
+>>> jobs = hs.JobSet([[1.0], [1.0]], gpu_types=["v100"], steps_remaining=[100.0, 100.0])
+>>> round(hs.solve("finish_time_fairness", jobs, hs.Cluster({"v100": 2})).objective, 6)
+1.0
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from ..cluster import Cluster
+from ..engine import SolveContext
+from ..jobs import JobSet
+from ..program import LinearProgram
+from .base import Policy, PolicyOutcome, register_policy
+from .builder import ProgramBuilder
+from .common import add_base_rows, isolated_throughput, usable_mask
+
+__all__ = ["FinishTimeFairness"]
+
+
+@register_policy
+@dataclass(frozen=True, kw_only=True)
+class FinishTimeFairness(Policy):
+    """Minimize the worst finish-time fairness ratio ρ (Themis).
+
+    Parameters
+    ----------
+    rtol : float, default 1e-7
+        Relative gap between the best allocation found and the proven lower bound at which
+        the iteration stops.
+    max_steps : int, default 60
+        Most LPs to solve; reaching it gives status "iteration_limit" with the best X.
+    """
+
+    name = "finish_time_fairness"
+    requires = ("steps_remaining",)
+    reads = ("steps_remaining", "time_since_start", "isolated_time_elapsed")
+    rtol: float = 1e-7
+    max_steps: int = 60
+
+    def _terms(self, jobs: JobSet, cluster: Cluster) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+        cap = cluster.capacities(jobs.gpu_types)
+        R = jobs.steps_remaining
+        t = jobs.field("time_since_start", 0.0)
+        e = jobs.field("isolated_time_elapsed", 0.0)
+        D = e + R / isolated_throughput(jobs, cap)
+        return R, t, e, D
+
+    def formulate(self, jobs: JobSet, cluster: Cluster, *, rho: float | None = None) -> LinearProgram:
+        """The LP for level ``rho`` (default: the single-job lower bound)."""
+        cap = cluster.capacities(jobs.gpu_types)
+        mask = usable_mask(jobs.throughputs, jobs.scale_factors, cap)
+        R, t, _, D = self._terms(jobs, cluster)
+        if rho is None:
+            rho = self.lower_bound(jobs, cluster)
+        scale = (rho * D - t) / R
+        b = ProgramBuilder()
+        X = b.add_allocation(mask)
+        u = b.add_vars(1, lb=0.0, ub=np.inf, cost=1.0)
+        add_base_rows(b, X, jobs, cap)
+        n = jobs.n_jobs
+        b.add_rows(
+            rows=np.concatenate([X.job, np.arange(n)]),
+            cols=np.concatenate([X.cols, np.full(n, u)]),
+            vals=np.concatenate([jobs.throughputs[X.job, X.gpu] * scale[X.job], -np.ones(n)]),
+            lb=0.0, ub=np.inf, n_rows=n,
+        )
+        return b.build(sense="max", x_index=X.x_index, name=f"{self.name}:rho={rho:.9g}", meta={"u": u, "rho": rho})
+
+    def lower_bound(self, jobs: JobSet, cluster: Cluster) -> float:
+        """``max_j (t_j + R_j / max_k T_jk) / D_j``: no allocation does better."""
+        cap = cluster.capacities(jobs.gpu_types)
+        mask = usable_mask(jobs.throughputs, jobs.scale_factors, cap)
+        R, t, _, D = self._terms(jobs, cluster)
+        best = np.where(mask, jobs.throughputs, 0.0).max(axis=1)
+        return float(((t + R / best) / D).max())
+
+    def rho(self, X: np.ndarray, jobs: JobSet, cluster: Cluster) -> np.ndarray:
+        """Per-row ρ of allocation ``X`` (inf where a job gets no throughput)."""
+        R, t, _, D = self._terms(jobs, cluster)
+        thr = (jobs.throughputs * X).sum(axis=1)
+        with np.errstate(divide="ignore"):
+            return (t + R / thr) / D
+
+    def objective_of(self, X: np.ndarray, jobs: JobSet, cluster: Cluster) -> float:
+        """Worst ρ of ``X``."""
+        return float(self.rho(X, jobs, cluster).max())
+
+    def solve(self, jobs: JobSet, cluster: Cluster, ctx: SolveContext) -> PolicyOutcome:
+        _, t, _, D = self._terms(jobs, cluster)
+        state = _Search(lo=self.lower_bound(jobs, cluster))
+
+        def evaluate(rho: float) -> float | None:
+            """u*(rho); updates bounds and the best X. None when the LP failed."""
+            with ctx.building():
+                lp = self.formulate(jobs, cluster, rho=rho)
+            out = ctx.run(lp)
+            if out.has_solution:
+                X = lp.extract_X(out.x)
+                state.offer(X, self.objective_of(X, jobs, cluster))
+            if not out.success:
+                state.fail(f"LP at rho={rho:.9g} ended {out.status!r} ({out.message})", out.status)
+                return None
+            u = float(out.x[lp.meta["u"]])
+            if 0.0 < u < 1.0:
+                # every feasible rho' has min_j (rho D_j - t_j) / (rho' D_j - t_j) <= u
+                state.lo = max(state.lo, rho, float(np.min(rho / u - t * (1.0 / u - 1.0) / D)))
+            return u - 1.0
+
+        # Illinois (modified regula falsi) on g(rho) = u*(rho) - 1, increasing in rho.
+        a = state.lo
+        ga = evaluate(a)
+        if ga is not None and ga < 0 and not state.converged(self.rtol):
+            b = state.hi  # rho of the first X: achievable, so g(b) >= 0
+            gb = evaluate(b)
+            side = 0
+            while gb is not None and not state.converged(self.rtol) and state.steps < self.max_steps:
+                c = b - gb * (b - a) / (gb - ga) if gb != ga else 0.5 * (a + b)
+                if not (state.lo < c < state.hi):
+                    c = 0.5 * (state.lo + state.hi)
+                gc = evaluate(c)
+                if gc is None:
+                    break
+                if gc >= 0:
+                    b, gb = c, gc
+                    if side == -1:
+                        ga *= 0.5
+                    side = -1
+                else:
+                    a, ga = c, gc
+                    if side == 1:
+                        gb *= 0.5
+                    side = 1
+                state.steps += 1
+        return state.outcome(self.rtol, self.max_steps, (jobs.n_jobs, jobs.n_types))
+
+
+class _Search:
+    """Bounds, best allocation and status of the finish-time-fairness search."""
+
+    def __init__(self, lo: float) -> None:
+        self.lo = lo
+        self.hi = np.inf
+        self.X: np.ndarray | None = None
+        self.steps = 0
+        self.status: str | None = None
+        self.message = ""
+
+    def offer(self, X: np.ndarray, value: float) -> None:
+        if value < self.hi or self.X is None:
+            self.hi = min(self.hi, value)
+            self.X = X
+
+    def fail(self, message: str, status: str) -> None:
+        self.status, self.message = status, message
+
+    def converged(self, rtol: float) -> bool:
+        return self.X is not None and self.hi - self.lo <= rtol * self.lo
+
+    def outcome(self, rtol: float, max_steps: int, shape: tuple[int, int]) -> PolicyOutcome:
+        bounds = f"rho in [{self.lo:.10g}, {self.hi:.10g}]"
+        if self.status is None:
+            if self.converged(rtol):
+                self.status, self.message = "optimal", f"converged: {bounds}"
+            else:
+                self.status, self.message = "iteration_limit", f"stopped after {max_steps} steps: {bounds}"
+        extra = {"lower_bound": self.lo, "upper_bound": self.hi}
+        if self.X is None:
+            return PolicyOutcome(X=np.full(shape, np.nan), objective=float("nan"), status=self.status,
+                                 message=self.message, extra=extra)
+        objective = self.hi
+        return PolicyOutcome(X=self.X, objective=objective, status=self.status, message=self.message, extra=extra)

@@ -1,0 +1,333 @@
+"""cvxpy backend: the LP as a handful of vectorized cvxpy constraints, solved by any
+solver cvxpy has installed (Clarabel by default for LPs, HiGHS for integer programs).
+
+The program is stated with one constraint object per *block*, never per row::
+
+    A[eq] @ x == lb[eq]      rows with lb == ub (finite)
+    A[ub] @ x <= ub[ub]      rows with a finite upper bound (not equality)
+    A[lb] @ x >= lb[lb]      rows with a finite lower bound (not equality)
+    x[J]      == lb[J]       fixed columns; likewise x[J] <= ub[J], x[J] >= lb[J]
+
+Column bounds are constraints rather than ``cp.Variable(bounds=...)`` because cvxpy 1.9.1's
+PDLP interface fails on variable bounds. Integer columns live in a second variable
+``cp.Variable(n_int, integer=True)``; ``x`` is ``hstack([x_cont, x_int])`` permuted back
+into the program's order. (``cp.Variable(n, integer=[(0,), (2,)])``, the documented
+index-list form, fails in cvxpy 1.9.1 inside ``np.ravel_multi_index``.)
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Mapping
+from typing import Any
+
+import numpy as np
+
+from ..errors import CapabilityError, SolverError, UnknownSolverError, ValidationError
+from ..program import LinearProgram
+from .base import Backend, SolverOutput, map_status
+
+__all__ = ["CvxpyBackend", "STATUS_TABLE", "TIME_LIMIT_KEYS"]
+
+log = logging.getLogger(__name__)
+
+#: cvxpy status -> hetsched status. ``"user_limit"`` is resolved separately: it becomes
+#: "time_limit" when a time limit was in force and "iteration_limit" otherwise.
+STATUS_TABLE: dict[str, str] = {
+    "optimal": "optimal",
+    "optimal_inaccurate": "optimal",
+    "infeasible": "infeasible",
+    "infeasible_inaccurate": "infeasible",
+    "unbounded": "unbounded",
+    "unbounded_inaccurate": "unbounded",
+    "infeasible_or_unbounded": "infeasible_or_unbounded",
+    "solver_error": "numerical_error",
+}
+
+#: Keyword through which each cvxpy solver takes a time limit in seconds (SCIPY takes it
+#: inside ``scipy_options``).
+TIME_LIMIT_KEYS: dict[str, str] = {
+    "CLARABEL": "time_limit",
+    "HIGHS": "time_limit",
+    "OSQP": "time_limit",
+    "GLOP": "time_limit_sec",
+    "PDLP": "time_limit_sec",
+    "SCS": "time_limit_secs",
+    "SCIPY": "scipy_options.time_limit",
+}
+
+#: Relative feasibility tolerance used to decide whether a "user_limit" point is an incumbent.
+INCUMBENT_TOL = 1e-6
+
+
+def _default_solver(is_mip: bool, installed: list[str], mip_capable: list[str]) -> str:
+    """Clarabel for LPs, HiGHS for MIPs, else the first installed solver that can do it."""
+    preferred = ("HIGHS", *mip_capable) if is_mip else ("CLARABEL", "HIGHS", *installed)
+    for name in preferred:
+        if name in installed and (not is_mip or name in mip_capable):
+            return name
+    raise CapabilityError(
+        "cvxpy has no installed solver for "
+        + ("integer programs" if is_mip else "linear programs")
+        + f"; installed: {installed}."
+    )
+
+
+def _mip_capable() -> list[str]:
+    try:
+        from cvxpy.reductions.solvers.defines import INSTALLED_MI_SOLVERS
+    except ImportError:  # pragma: no cover - layout of older/newer cvxpy
+        return ["HIGHS", "SCIPY"]
+    return list(INSTALLED_MI_SOLVERS)
+
+
+def _trivial_output(lp: LinearProgram, backend: str, t0: float) -> SolverOutput:
+    """Output for a program with no variables: feasible iff every row admits 0."""
+    feasible = bool(np.all(lp.row_lb <= 0.0) and np.all(lp.row_ub >= 0.0))
+    status = "optimal" if feasible else "infeasible"
+    return SolverOutput(
+        status=status,
+        x=np.zeros(0),
+        objective=float(lp.offset) if feasible else float("nan"),
+        has_solution=feasible,
+        native_status="empty program",
+        message=f"{backend}: program has no variables ({status})",
+        solve_s=time.perf_counter() - t0,
+        backend=backend,
+    )
+
+
+class CvxpyBackend(Backend):
+    """Any LP/MIP solver installed under cvxpy, fed vectorized block constraints.
+
+    ``options["solver"]`` picks the cvxpy solver by name (case-insensitive; default
+    ``"CLARABEL"`` for LPs and ``"HIGHS"`` for integer programs). Every other key is passed
+    to ``cvxpy.Problem.solve`` as a keyword, i.e. to the solver (e.g.
+    ``{"solver": "SCS", "eps_abs": 1e-9}``). ``time_limit`` is forwarded under the
+    solver's own keyword (:data:`TIME_LIMIT_KEYS`) unless the options set it already.
+
+    Notes
+    -----
+    Status mapping (:data:`STATUS_TABLE`): "optimal" and "optimal_inaccurate" ->
+    "optimal" (the message says "inaccurate" for the latter: the solver met reduced
+    tolerances only); "infeasible(_inaccurate)" -> "infeasible"; "unbounded(_inaccurate)" ->
+    "unbounded"; "infeasible_or_unbounded" passes through; "user_limit" -> "time_limit"
+    when a time limit was set, else "iteration_limit" (cvxpy folds both into one status);
+    anything else -> "unknown". A "user_limit" point counts as a solution only when it
+    satisfies every bound to :data:`INCUMBENT_TOL` (relative) and integrality.
+    Duals are not provided (``provides_duals = False``).
+    """
+
+    name = "cvxpy"
+    supports_mip = True
+    provides_duals = False
+
+    @classmethod
+    def available(cls) -> bool:
+        try:
+            import cvxpy  # noqa: F401
+        except ImportError:
+            return False
+        return True
+
+    def solve(
+        self,
+        lp: LinearProgram,
+        *,
+        time_limit: float | None = None,
+        options: Mapping[str, Any] | None = None,
+    ) -> SolverOutput:
+        """Solve ``lp`` through cvxpy.
+
+        Parameters
+        ----------
+        lp : LinearProgram
+            The program.
+        time_limit : float, optional
+            Seconds, forwarded under the chosen solver's keyword.
+        options : Mapping, optional
+            ``"solver"`` plus solver keywords.
+
+        Returns
+        -------
+        SolverOutput
+
+        Raises
+        ------
+        UnknownSolverError
+            ``options["solver"]`` is not installed under cvxpy (the message lists those that are).
+        CapabilityError
+            The chosen solver cannot solve integer programs and ``lp`` has integer variables.
+        ValidationError
+            The solver rejected an option.
+        SolverError
+            The solver failed.
+        """
+        import cvxpy as cp
+
+        t0 = time.perf_counter()
+        opts = dict(options or {})
+        installed = list(cp.installed_solvers())
+        mip_capable = _mip_capable()
+        requested = opts.pop("solver", None)
+        if requested is None:
+            solver = _default_solver(lp.is_mip, installed, mip_capable)
+        else:
+            solver = str(requested).upper()
+            if solver not in installed:
+                raise UnknownSolverError(
+                    f"`options['solver']` {requested!r} is not a solver installed under cvxpy; "
+                    f"choose one of {installed}."
+                )
+        if lp.is_mip and solver not in mip_capable:
+            raise CapabilityError(
+                f"cvxpy solver {solver!r} cannot solve integer programs ({lp.name}); choose one of "
+                f"{mip_capable} as `options['solver']`."
+            )
+        if lp.n_vars == 0:
+            return _trivial_output(lp, self.name, t0)
+        limited = time_limit is not None
+        if time_limit is not None:
+            key = TIME_LIMIT_KEYS.get(solver)
+            if key is None:
+                log.warning("cvxpy solver %s: no known time-limit keyword; time_limit not enforced", solver)
+            elif key.startswith("scipy_options."):
+                sub = dict(opts.get("scipy_options") or {})
+                sub.setdefault(key.split(".", 1)[1], float(time_limit))
+                opts["scipy_options"] = sub
+            else:
+                opts.setdefault(key, float(time_limit))
+        limited = limited or any(k in opts for k in ("time_limit", "time_limit_sec", "time_limit_secs"))
+
+        x_var, x = self._variables(cp, lp)
+        problem = cp.Problem(self._objective(cp, lp, x), self._constraints(cp, lp, x))
+        try:
+            problem.solve(solver=solver, **opts)
+        except cp.error.SolverError as exc:
+            bad = [k for k in opts if str(k) in str(exc)]
+            if bad:
+                raise ValidationError(f"`options` {bad} rejected by cvxpy solver {solver!r}: {exc}") from None
+            raise SolverError(f"cvxpy solver {solver!r} failed on program {lp.name!r}: {exc}") from exc
+        except (TypeError, ValueError) as exc:
+            if opts:
+                raise ValidationError(
+                    f"`options` {sorted(map(str, opts))} rejected by cvxpy solver {solver!r}: {exc}"
+                ) from None
+            raise SolverError(f"cvxpy solver {solver!r} failed on program {lp.name!r}: {exc}") from exc
+
+        native = str(problem.status)
+        if native == "user_limit":
+            status = "time_limit" if limited else "iteration_limit"
+        else:
+            status = map_status(native, STATUS_TABLE)
+        values = self._values(lp, x_var)
+        if status == "optimal":
+            has_solution = values is not None
+            if not has_solution:
+                status = "unknown"
+        elif native == "user_limit":
+            has_solution = values is not None and self._is_incumbent(lp, values)
+        else:
+            has_solution = False
+        x_out = values if has_solution else self.no_solution(lp)
+        objective = lp.objective_value(x_out) if has_solution else float("nan")
+        message = f"cvxpy/{solver}: {native}"
+        if native.endswith("_inaccurate"):
+            message += " (inaccurate: solver met reduced tolerances only)"
+        elapsed = time.perf_counter() - t0
+        log.debug("cvxpy/%s %s: %s in %.3fs (%d vars, %d rows)", solver, lp.name, native, elapsed, lp.n_vars, lp.n_rows)
+        stats = problem.solver_stats
+        return SolverOutput(
+            status=status,
+            x=x_out,
+            objective=objective,
+            has_solution=has_solution,
+            native_status=native,
+            message=message,
+            solve_s=elapsed,
+            backend=self.name,
+            row_dual=None,
+            mip_gap=None,
+            info={
+                "cvxpy_solver": solver,
+                "num_iters": getattr(stats, "num_iters", None),
+                "solver_solve_s": getattr(stats, "solve_time", None),
+            },
+        )
+
+    @staticmethod
+    def _variables(cp: Any, lp: LinearProgram) -> tuple[list[tuple[Any, np.ndarray]], Any]:
+        """cvxpy variables and the expression ``x`` in program order.
+
+        Returns ``[(variable, program_indices), ...]`` and the expression.
+        """
+        n = lp.n_vars
+        if not lp.is_mip:
+            x = cp.Variable(n, name="x")
+            return [(x, np.arange(n))], x
+        integer = np.asarray(lp.integrality, dtype=bool)
+        i_int, i_cont = np.flatnonzero(integer), np.flatnonzero(~integer)
+        parts = []
+        if i_cont.size:
+            parts.append((cp.Variable(i_cont.size, name="x_cont"), i_cont))
+        parts.append((cp.Variable(i_int.size, name="x_int", integer=True), i_int))
+        order = np.concatenate([idx for _, idx in parts])
+        stacked = cp.hstack([v for v, _ in parts]) if len(parts) > 1 else parts[0][0]
+        return parts, stacked[np.argsort(order)]
+
+    @staticmethod
+    def _objective(cp: Any, lp: LinearProgram, x: Any) -> Any:
+        expr = np.asarray(lp.c, dtype=float) @ x + float(lp.offset)
+        return cp.Maximize(expr) if lp.sense == "max" else cp.Minimize(expr)
+
+    @staticmethod
+    def _constraints(cp: Any, lp: LinearProgram, x: Any) -> list[Any]:
+        """One vectorized constraint per block (equality / upper / lower rows and columns)."""
+        A = lp.A.tocsr()
+        out = []
+        for M, lb, ub, is_rows in ((A, lp.row_lb, lp.row_ub, True), (None, lp.col_lb, lp.col_ub, False)):
+            lb = np.asarray(lb, dtype=float)
+            ub = np.asarray(ub, dtype=float)
+            eq = np.isfinite(lb) & (lb == ub)
+            blocks = (
+                (np.flatnonzero(eq), "==", lb),
+                (np.flatnonzero(np.isfinite(ub) & ~eq), "<=", ub),
+                (np.flatnonzero(np.isfinite(lb) & ~eq), ">=", lb),
+            )
+            for idx, op, rhs in blocks:
+                if not idx.size:
+                    continue
+                lhs = M[idx] @ x if is_rows else x[idx]
+                if op == "==":
+                    out.append(lhs == rhs[idx])
+                elif op == "<=":
+                    out.append(lhs <= rhs[idx])
+                else:
+                    out.append(lhs >= rhs[idx])
+        return out
+
+    @staticmethod
+    def _values(lp: LinearProgram, parts: list[tuple[Any, np.ndarray]]) -> np.ndarray | None:
+        """The solution in program order, or None when cvxpy holds no values."""
+        x = np.empty(lp.n_vars)
+        for var, idx in parts:
+            if var.value is None:
+                return None
+            x[idx] = np.asarray(var.value, dtype=float).ravel()
+        return x
+
+    @staticmethod
+    def _is_incumbent(lp: LinearProgram, x: np.ndarray) -> bool:
+        """Whether ``x`` satisfies the bounds (and integrality) of ``lp`` to :data:`INCUMBENT_TOL`."""
+        if not np.all(np.isfinite(x)):
+            return False
+        finite = np.concatenate([lp.row_lb, lp.row_ub, lp.col_lb, lp.col_ub])
+        finite = finite[np.isfinite(finite)]
+        scale = 1.0 + (float(np.max(np.abs(finite))) if finite.size else 0.0)
+        if lp.max_violation(x) > INCUMBENT_TOL * scale:
+            return False
+        if lp.is_mip:
+            xi = x[np.asarray(lp.integrality, dtype=bool)]
+            return bool(np.all(np.abs(xi - np.round(xi)) <= INCUMBENT_TOL * (1.0 + np.abs(xi))))
+        return True
