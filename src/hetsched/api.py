@@ -12,7 +12,7 @@ import numpy as np
 from .aggregation import aggregate_jobs
 from .cluster import Cluster
 from .engine import SolveContext
-from .errors import MissingFieldError, ValidationError
+from .errors import MissingFieldError, ValidationError, show
 from .formulations.base import Policy, make_policy
 from .jobs import JobSet
 from .result import Allocation
@@ -58,7 +58,7 @@ def validate_problem(policy: Policy, jobs: JobSet, cluster: Cluster) -> np.ndarr
     if no_thr.any():
         j = int(np.flatnonzero(no_thr)[0])
         raise ValidationError(
-            f"job {jobs.ids[j]!r} has zero throughput on every GPU type the cluster has "
+            f"job {show(jobs.ids[j])} has zero throughput on every GPU type the cluster has "
             f"({[t for t, c in zip(jobs.gpu_types, cap) if c > 0]}); it can never run "
             f"({int(no_thr.sum())} such job(s))."
         )
@@ -68,8 +68,8 @@ def validate_problem(policy: Policy, jobs: JobSet, cluster: Cluster) -> np.ndarr
         usable = [(t, int(c)) for t, c, thr in zip(jobs.gpu_types, cap, T[j]) if thr > 0 and c > 0]
         largest = max(usable, key=lambda tc: tc[1])
         raise ValidationError(
-            f"job {jobs.ids[j]!r} asks for {int(jobs.scale_factors[j])} GPUs but the largest GPU type "
-            f"it can run on ({largest[0]!r}) has {largest[1]} ({int((~fits).sum())} such job(s))."
+            f"job {show(jobs.ids[j])} asks for {int(jobs.scale_factors[j])} GPUs but the largest GPU type "
+            f"it can run on ({show(largest[0])}) has {largest[1]} ({int((~fits).sum())} such job(s))."
         )
     return cap
 

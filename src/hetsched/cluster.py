@@ -7,7 +7,7 @@ from collections.abc import Iterable, Mapping
 
 import numpy as np
 
-from .errors import ValidationError
+from .errors import ValidationError, show
 
 __all__ = ["Cluster"]
 
@@ -39,7 +39,7 @@ class Cluster:
     12
     """
 
-    __slots__ = ("gpu_types", "counts", "_prices", "_index")
+    __slots__ = ("gpu_types", "counts", "_prices", "_index", "topology")
 
     def __init__(self, counts: Mapping[str, int], prices: Mapping[str, float] | None = None) -> None:
         if not isinstance(counts, Mapping):
@@ -63,6 +63,9 @@ class Cluster:
         self.counts = np.asarray(values, dtype=np.int64)
         self.counts.setflags(write=False)
         self._index = {t: i for i, t in enumerate(self.gpu_types)}
+        #: Optional :class:`hetsched.topology.Topology` (servers, racks, GPU ids); set by
+        #: :meth:`from_servers`, ``None`` for a cluster described by counts only.
+        self.topology = None
         self._prices: dict[str, float] | None = None
         if prices is not None:
             if not isinstance(prices, Mapping):
@@ -86,6 +89,63 @@ class Cluster:
                     raise ValidationError(f"`prices[{name!r}]` must be a positive number; got {value!r}.")
                 clean[name] = fvalue
             self._prices = clean
+
+    @classmethod
+    def from_servers(
+        cls,
+        servers,
+        *,
+        gpus_per_server: int | Mapping[str, int] = 8,
+        servers_per_rack: int | None = None,
+        gpu_types: Iterable[str] | None = None,
+        prices: Mapping[str, float] | None = None,
+    ) -> "Cluster":
+        """A cluster with a server topology (servers, racks, GPU ids).
+
+        Parameters
+        ----------
+        servers : Topology, Mapping[str, int] or iterable of Server
+            A :class:`~hetsched.topology.Topology`; or GPU type -> count, cut into servers
+            of ``gpus_per_server`` GPUs and racks of ``servers_per_rack`` servers (see
+            :meth:`Topology.from_counts <hetsched.topology.Topology.from_counts>`); or one
+            :class:`~hetsched.topology.Server` (or ``(name, gpu_type, num_gpus[, rack])``
+            tuple) per server.
+        gpus_per_server, servers_per_rack : optional
+            Used only when ``servers`` is a mapping of counts.
+        gpu_types : iterable of str, optional
+            Type order for an explicit server list (default: order of first appearance).
+        prices : Mapping[str, float], optional
+            As in :class:`Cluster`.
+
+        Returns
+        -------
+        Cluster
+            ``counts`` are the topology's per-type GPU totals; ``topology`` holds it.
+
+        Examples
+        --------
+        >>> c = Cluster.from_servers({"v100": 16, "k80": 8}, gpus_per_server=8)
+        >>> c.as_dict(), c.topology.n_servers
+        ({'v100': 16, 'k80': 8}, 3)
+        """
+        from .topology import Topology
+
+        if isinstance(servers, Topology):
+            if gpu_types is not None and tuple(gpu_types) != servers.gpu_types:
+                raise ValidationError(
+                    f"`gpu_types` {list(gpu_types)} must match the topology's types "
+                    f"{list(servers.gpu_types)} when `servers` is a Topology."
+                )
+            topo = servers
+        elif isinstance(servers, Mapping):
+            topo = Topology.from_counts(
+                servers, gpus_per_server=gpus_per_server, servers_per_rack=servers_per_rack
+            )
+        else:
+            topo = Topology(servers, gpu_types=None if gpu_types is None else list(gpu_types))
+        cluster = cls(topo.counts(), prices=prices)
+        cluster.topology = topo
+        return cluster
 
     # ------------------------------------------------------------------ queries
     @property

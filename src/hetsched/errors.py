@@ -51,3 +51,11 @@ class CapabilityError(ValidationError):
 
 class SolverError(HetschedError, RuntimeError):
     """The solver crashed or returned something unusable (not: infeasible, time limit)."""
+
+
+def show(value: object) -> str:
+    """``repr`` of a value for error messages, with numpy scalars shown as Python ones."""
+    item = getattr(value, "item", None)
+    if callable(item) and getattr(value, "ndim", None) == 0:
+        value = item()
+    return repr(value)

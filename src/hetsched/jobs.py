@@ -8,7 +8,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from .errors import ValidationError
+from .errors import ValidationError, show
 
 __all__ = ["JobSet", "OPTIONAL_FIELDS"]
 
@@ -123,7 +123,7 @@ class JobSet:
             if bad.any():
                 j = int(np.flatnonzero(bad)[0])
                 raise ValidationError(
-                    f"`scale_factors` must be positive integers; job {self._ids[j]!r} has {s_raw[j]!r}."
+                    f"`scale_factors` must be positive integers; job {show(self._ids[j])} has {show(s_raw[j])}."
                 )
             s = s_raw.astype(np.int64)
         s.setflags(write=False)
@@ -136,7 +136,7 @@ class JobSet:
             bad = ~np.isfinite(w) | (w <= 0)
             if bad.any():
                 j = int(np.flatnonzero(bad)[0])
-                raise ValidationError(f"`weights` must be positive; job {self._ids[j]!r} has {w[j]!r}.")
+                raise ValidationError(f"`weights` must be positive; job {show(self._ids[j])} has {show(w[j])}.")
         w.setflags(write=False)
         self._weights = w
 
@@ -161,7 +161,7 @@ class JobSet:
                 bad = ~np.isfinite(arr)
             if bad.any():
                 j = int(np.flatnonzero(bad)[0])
-                raise ValidationError(f"`{name}` must be {rule}; job {self._ids[j]!r} has {arr[j]!r}.")
+                raise ValidationError(f"`{name}` must be {rule}; job {show(self._ids[j])} has {show(arr[j])}.")
             arr.setflags(write=False)
             self._fields[name] = arr
         self._multiplicity = np.ones(n, dtype=np.int64)
@@ -318,8 +318,8 @@ def _check_finite_nonneg(T: np.ndarray, name: str) -> None:
     bad = ~np.isfinite(T)
     if bad.any():
         j, k = np.argwhere(bad)[0]
-        raise ValidationError(f"`{name}` must be finite; row {j}, column {k} is {T[j, k]!r}.")
+        raise ValidationError(f"`{name}` must be finite; row {j}, column {k} is {show(T[j, k])}.")
     neg = T < 0
     if neg.any():
         j, k = np.argwhere(neg)[0]
-        raise ValidationError(f"`{name}` must be non-negative; row {j}, column {k} is {T[j, k]!r}.")
+        raise ValidationError(f"`{name}` must be non-negative; row {j}, column {k} is {show(T[j, k])}.")
