@@ -139,6 +139,7 @@ def conic_form(lp: LinearProgram) -> tuple[sp.csc_array, np.ndarray, int, np.nda
     orient = np.concatenate([np.ones(i_eq.size + j_eq.size + i_ub.size + j_ub.size), -np.ones(i_lb.size + j_lb.size)])
     n_cone = origin.size
     stacked = sp.csc_array(sp.vstack(blocks, format="csc")) if n else sp.csc_array((n_cone, 0))
+    stacked.sort_indices()
     b = np.concatenate(rhs).astype(float)
     return stacked, b, int(i_eq.size + j_eq.size), origin, orient
 

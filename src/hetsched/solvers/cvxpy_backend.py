@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import logging
 import time
+import warnings
 from collections.abc import Mapping
 from typing import Any
 
@@ -82,6 +83,18 @@ def _mip_capable() -> list[str]:
     return list(INSTALLED_MI_SOLVERS)
 
 
+def _mip_gap(stats: Any) -> float | None:
+    """The relative MIP gap from cvxpy's ``solver_stats.extra_stats`` when the solver reports
+    one (HiGHS' ``HighsInfo.mip_gap``, SciPy's ``mip_gap``); None otherwise."""
+    extra = getattr(stats, "extra_stats", None)
+    gap = extra.get("mip_gap") if isinstance(extra, Mapping) else getattr(extra, "mip_gap", None)
+    try:
+        gap = float(gap)
+    except (TypeError, ValueError):
+        return None
+    return gap if np.isfinite(gap) else None
+
+
 def _trivial_output(lp: LinearProgram, backend: str, t0: float) -> SolverOutput:
     """Output for a program with no variables: feasible iff every row admits 0."""
     feasible = bool(np.all(lp.row_lb <= 0.0) and np.all(lp.row_ub >= 0.0))
@@ -114,8 +127,10 @@ class CvxpyBackend(Backend):
     tolerances only); "infeasible(_inaccurate)" -> "infeasible"; "unbounded(_inaccurate)" ->
     "unbounded"; "infeasible_or_unbounded" passes through; "user_limit" -> "time_limit"
     when a time limit was set, else "iteration_limit" (cvxpy folds both into one status);
-    anything else -> "unknown". A "user_limit" point counts as a solution only when it
+    anything else -> "unknown" (cvxpy itself raises on "solver_error", which becomes
+    :class:`~hetsched.errors.SolverError`). A "user_limit" point counts as a solution only when it
     satisfies every bound to :data:`INCUMBENT_TOL` (relative) and integrality.
+    ``mip_gap`` is read from the solver's statistics where cvxpy exposes it (HiGHS, SciPy).
     Duals are not provided (``provides_duals = False``).
     """
 
@@ -168,6 +183,7 @@ class CvxpyBackend(Backend):
 
         t0 = time.perf_counter()
         opts = dict(options or {})
+        user_keys = [str(k) for k in opts if k != "solver"]
         installed = list(cp.installed_solvers())
         mip_capable = _mip_capable()
         requested = opts.pop("solver", None)
@@ -203,16 +219,20 @@ class CvxpyBackend(Backend):
         x_var, x = self._variables(cp, lp)
         problem = cp.Problem(self._objective(cp, lp, x), self._constraints(cp, lp, x))
         try:
-            problem.solve(solver=solver, **opts)
-        except cp.error.SolverError as exc:
-            bad = [k for k in opts if str(k) in str(exc)]
-            if bad:
-                raise ValidationError(f"`options` {bad} rejected by cvxpy solver {solver!r}: {exc}") from None
-            raise SolverError(f"cvxpy solver {solver!r} failed on program {lp.name!r}: {exc}") from exc
-        except (TypeError, ValueError) as exc:
-            if opts:
+            with warnings.catch_warnings(record=True) as caught:
+                # cvxpy warns "Solution may be inaccurate" for *_inaccurate and user_limit;
+                # the status says so already, so the warnings go to the log.
+                warnings.simplefilter("always")
+                problem.solve(solver=solver, **opts)
+            for w in caught:
+                log.info("cvxpy/%s %s: %s", solver, lp.name, w.message)
+        except (cp.error.SolverError, TypeError, ValueError) as exc:
+            # Solvers reject unknown or bad keywords with any of these; blame the user's
+            # options only when there are some (naming the ones the message mentions).
+            named = [k for k in user_keys if k in str(exc)]
+            if named or (user_keys and not isinstance(exc, cp.error.SolverError)):
                 raise ValidationError(
-                    f"`options` {sorted(map(str, opts))} rejected by cvxpy solver {solver!r}: {exc}"
+                    f"`options` {named or user_keys} rejected by cvxpy solver {solver!r}: {exc}"
                 ) from None
             raise SolverError(f"cvxpy solver {solver!r} failed on program {lp.name!r}: {exc}") from exc
 
@@ -248,7 +268,7 @@ class CvxpyBackend(Backend):
             solve_s=elapsed,
             backend=self.name,
             row_dual=None,
-            mip_gap=None,
+            mip_gap=_mip_gap(stats) if lp.is_mip and has_solution else None,
             info={
                 "cvxpy_solver": solver,
                 "num_iters": getattr(stats, "num_iters", None),

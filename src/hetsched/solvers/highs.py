@@ -101,11 +101,15 @@ class HighsBackend(Backend):
         native = h.getModelStatus()
         status = map_status(native, _status_table())
         native_str = h.modelStatusToString(native)
+        if native == highspy.HighsModelStatus.kModelEmpty and lp.n_rows and (
+            np.any(lp.row_lb > 0) or np.any(lp.row_ub < 0)
+        ):
+            status = "infeasible"  # rows with no variables whose bounds exclude 0
         if run_status == highspy.HighsStatus.kError and status == "unknown":
             raise SolverError(f"HiGHS failed on program {lp.name!r}: model status {native_str!r}.")
         info = h.getInfo()
-        has_solution = info.primal_solution_status == highspy.kSolutionStatusFeasible or (
-            status == "optimal"
+        has_solution = status in ("optimal", "time_limit", "iteration_limit") and (
+            status == "optimal" or info.primal_solution_status == highspy.kSolutionStatusFeasible
         )
         if lp.n_vars == 0:
             x = np.zeros(0)
