@@ -76,3 +76,78 @@ def isolated_throughput(jobs: JobSet, capacities: np.ndarray, T: np.ndarray | No
     """:math:`iso_j = \\sum_k T_{jk} x^{iso}_{jk}`."""
     T = jobs.throughputs if T is None else T
     return (T * isolated_allocation(jobs, capacities)).sum(axis=1)
+
+
+def level_program(
+    jobs: JobSet,
+    capacities: np.ndarray,
+    a: np.ndarray,
+    *,
+    floor: float | None = None,
+    name: str = "level",
+    meta: dict | None = None,
+):
+    r"""The max-min "level" LP shared by max-min fairness, makespan and finish-time fairness.
+
+    With ``floor`` None (stage 1):
+
+    .. math:: \max_{X, t}\ t \quad\text{s.t.}\quad \sum_k a_{jk} X_{jk} \ge t\ \ \forall j,\ \text{base}.
+
+    With a ``floor`` (stage 2): :math:`t` is fixed at ``floor`` and the objective becomes
+    :math:`\max \sum_j \mu_j \sum_k a_{jk} X_{jk}`, which keeps the level and spends every
+    unit of capacity some job can still use. Variables exist where ``a > 0``.
+    ``meta["t"]`` is the index of t.
+    """
+    b = ProgramBuilder()
+    usable = a > 0
+    if floor is None:
+        X = b.add_allocation(usable)
+        t = b.add_vars(1, lb=0.0, ub=np.inf, cost=1.0)
+    else:
+        X = b.add_allocation(usable, cost=(jobs.multiplicity[:, None] * a)[usable])
+        t = b.add_vars(1, lb=floor, ub=floor, cost=0.0)
+    add_base_rows(b, X, jobs, capacities)
+    n = jobs.n_jobs
+    b.add_rows(
+        rows=np.concatenate([X.job, np.arange(n)]),
+        cols=np.concatenate([X.cols, np.full(n, t)]),
+        vals=np.concatenate([a[X.job, X.gpu], -np.ones(n)]),
+        lb=0.0, ub=np.inf, n_rows=n,
+    )
+    stage = "stage1" if floor is None else "stage2"
+    return b.build(sense="max", x_index=X.x_index, name=f"{name}:{stage}", meta={"t": t, **(meta or {})})
+
+
+#: Relative slack on a stage-1 level used as the floor of stage 2.
+STAGE2_RELATIVE_SLACK = 1e-9
+
+
+def solve_levels(policy, jobs: JobSet, cluster, ctx, a: np.ndarray, *, second_stage: bool, name: str, **extra):
+    """Stage 1 of :func:`level_program` and, when asked, stage 2 at the level found.
+
+    Returns ``(outcome, level)``; ``level`` is NaN when stage 1 failed. When stage 2 fails
+    the stage-1 allocation is returned and the message says so.
+    """
+    from .base import PolicyOutcome
+
+    cap = cluster.capacities(jobs.gpu_types)
+    with ctx.building():
+        lp1 = level_program(jobs, cap, a, name=name)
+    out1 = ctx.run(lp1)
+    first = policy.outcome(lp1, out1, jobs, cluster, **extra)
+    if not out1.success:
+        return first, float("nan")
+    level = float(out1.x[lp1.meta["t"]])
+    if not second_stage:
+        return first, level
+    floor = level - STAGE2_RELATIVE_SLACK * abs(level)
+    with ctx.building():
+        lp2 = level_program(jobs, cap, a, floor=floor, name=name)
+    out2 = ctx.run(lp2)
+    if not out2.success:
+        return PolicyOutcome(
+            X=first.X, objective=first.objective, status=first.status,
+            message=f"{first.message}; stage 2 ended {out2.status!r}, returning the stage-1 allocation",
+            extra={**first.extra, "stage1_level": level, "second_stage_status": out2.status},
+        ), level
+    return policy.outcome(lp2, out2, jobs, cluster, stage1_level=level, second_stage_status=out2.status, **extra), level

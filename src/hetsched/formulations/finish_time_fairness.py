@@ -52,8 +52,7 @@ from ..engine import SolveContext
 from ..jobs import JobSet
 from ..program import LinearProgram
 from .base import Policy, PolicyOutcome, register_policy
-from .builder import ProgramBuilder
-from .common import add_base_rows, isolated_throughput, usable_mask
+from .common import STAGE2_RELATIVE_SLACK, isolated_throughput, level_program, usable_mask
 
 __all__ = ["FinishTimeFairness"]
 
@@ -61,7 +60,7 @@ __all__ = ["FinishTimeFairness"]
 @register_policy
 @dataclass(frozen=True, kw_only=True)
 class FinishTimeFairness(Policy):
-    """Minimize the worst finish-time fairness ratio ρ (Themis).
+    r"""Minimize the worst finish-time fairness ratio ρ (Themis).
 
     Parameters
     ----------
@@ -70,6 +69,10 @@ class FinishTimeFairness(Policy):
         the iteration stops.
     max_steps : int, default 60
         Most LPs to solve; reaching it gives status "iteration_limit" with the best X.
+    second_stage : bool, default True
+        After convergence, keep every job at ρ ≤ ρ* and maximize total normalized progress
+        :math:`\sum_j \mu_j a_j(\rho^\star) \cdot X_j` (one more LP), so capacity some job
+        can use is not left idle.
     """
 
     name = "finish_time_fairness"
@@ -77,6 +80,7 @@ class FinishTimeFairness(Policy):
     reads = ("steps_remaining", "time_since_start", "isolated_time_elapsed")
     rtol: float = 1e-7
     max_steps: int = 60
+    second_stage: bool = True
 
     def _terms(self, jobs: JobSet, cluster: Cluster) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
         cap = cluster.capacities(jobs.gpu_types)
@@ -86,26 +90,21 @@ class FinishTimeFairness(Policy):
         D = e + R / isolated_throughput(jobs, cap)
         return R, t, e, D
 
-    def formulate(self, jobs: JobSet, cluster: Cluster, *, rho: float | None = None) -> LinearProgram:
-        """The LP for level ``rho`` (default: the single-job lower bound)."""
+    def coefficients(self, jobs: JobSet, cluster: Cluster, rho: float) -> np.ndarray:
+        """``a[j,k] = T[j,k] (rho D_j - t_j) / R_j`` on usable pairs: ``rho_j(X) <= rho`` iff ``a_j . X >= 1``."""
         cap = cluster.capacities(jobs.gpu_types)
         mask = usable_mask(jobs.throughputs, jobs.scale_factors, cap)
         R, t, _, D = self._terms(jobs, cluster)
+        return np.where(mask, jobs.throughputs * ((rho * D - t) / R)[:, None], 0.0)
+
+    def formulate(self, jobs: JobSet, cluster: Cluster, *, rho: float | None = None,
+                  floor: float | None = None) -> LinearProgram:
+        """The LP for level ``rho`` (default: the single-job lower bound); see :func:`level_program`."""
         if rho is None:
             rho = self.lower_bound(jobs, cluster)
-        scale = (rho * D - t) / R
-        b = ProgramBuilder()
-        X = b.add_allocation(mask)
-        u = b.add_vars(1, lb=0.0, ub=np.inf, cost=1.0)
-        add_base_rows(b, X, jobs, cap)
-        n = jobs.n_jobs
-        b.add_rows(
-            rows=np.concatenate([X.job, np.arange(n)]),
-            cols=np.concatenate([X.cols, np.full(n, u)]),
-            vals=np.concatenate([jobs.throughputs[X.job, X.gpu] * scale[X.job], -np.ones(n)]),
-            lb=0.0, ub=np.inf, n_rows=n,
-        )
-        return b.build(sense="max", x_index=X.x_index, name=f"{self.name}:rho={rho:.9g}", meta={"u": u, "rho": rho})
+        a = self.coefficients(jobs, cluster, rho)
+        return level_program(jobs, cluster.capacities(jobs.gpu_types), a, floor=floor,
+                             name=f"{self.name}:rho={rho:.9g}", meta={"rho": rho})
 
     def lower_bound(self, jobs: JobSet, cluster: Cluster) -> float:
         """``max_j (t_j + R_j / max_k T_jk) / D_j``: no allocation does better."""
@@ -141,7 +140,7 @@ class FinishTimeFairness(Policy):
             if not out.success:
                 state.fail(f"LP at rho={rho:.9g} ended {out.status!r} ({out.message})", out.status)
                 return None
-            u = float(out.x[lp.meta["u"]])
+            u = float(out.x[lp.meta["t"]])
             if 0.0 < u < 1.0:
                 # every feasible rho' has min_j (rho D_j - t_j) / (rho' D_j - t_j) <= u
                 state.lo = max(state.lo, rho, float(np.min(rho / u - t * (1.0 / u - 1.0) / D)))
@@ -158,6 +157,10 @@ class FinishTimeFairness(Policy):
                 c = b - gb * (b - a) / (gb - ga) if gb != ga else 0.5 * (a + b)
                 if not (state.lo < c < state.hi):
                     c = 0.5 * (state.lo + state.hi)
+                # keep a quarter of the tolerance away from both bounds: a step that lands
+                # on the upper bound proves nothing; one just below it proves a lower bound
+                margin = 0.25 * self.rtol * state.lo
+                c = min(max(c, state.lo + margin), state.hi - margin)
                 gc = evaluate(c)
                 if gc is None:
                     break
@@ -172,7 +175,17 @@ class FinishTimeFairness(Policy):
                         gb *= 0.5
                     side = 1
                 state.steps += 1
-        return state.outcome(self.rtol, self.max_steps, (jobs.n_jobs, jobs.n_types))
+        outcome = state.outcome(self.rtol, self.max_steps, (jobs.n_jobs, jobs.n_types))
+        if not (self.second_stage and outcome.status == "optimal"):
+            return outcome
+        with ctx.building():
+            lp2 = self.formulate(jobs, cluster, rho=state.hi, floor=1.0 - STAGE2_RELATIVE_SLACK)
+        out2 = ctx.run(lp2)
+        if not out2.success:
+            return PolicyOutcome(X=outcome.X, objective=outcome.objective, status=outcome.status,
+                                 message=f"{outcome.message}; stage 2 ended {out2.status!r}, returning the stage-1 allocation",
+                                 extra={**outcome.extra, "second_stage_status": out2.status})
+        return self.outcome(lp2, out2, jobs, cluster, **outcome.extra, second_stage_status=out2.status)
 
 
 class _Search:

@@ -20,7 +20,7 @@ stage 1 solves
 The optimum is often *pinned* by one saturated job, and then the rest of X is arbitrary
 (a solver may leave most of the cluster idle). Stage 2 (on by default) therefore maximizes
 :math:`\sum_j \mu_j\,\mathrm{share}_j(X)` subject to :math:`\mathrm{share}_j(X) \ge
-t^\star (1 - 10^{-7})`: same minimum, no idle capacity that some job could use.
+t^\star (1 - 10^{-9})`: same minimum, no idle capacity that some job could use.
 
 In numpy, for an allocation ``X``::
 
@@ -46,13 +46,9 @@ from ..engine import SolveContext
 from ..jobs import JobSet
 from ..program import LinearProgram
 from .base import Policy, PolicyOutcome, register_policy
-from .builder import ProgramBuilder
-from .common import add_base_rows, proportional_throughput, usable_mask
+from .common import level_program, proportional_throughput, solve_levels, usable_mask
 
 __all__ = ["MaxMinFairness", "normalized_share_coefficients"]
-
-#: Relative slack on the stage-1 level used as the floor of stage 2.
-STAGE2_RELATIVE_SLACK = 1e-7
 
 
 def normalized_share_coefficients(jobs: JobSet, capacities: np.ndarray, heterogeneity_aware: bool) -> np.ndarray:
@@ -90,23 +86,8 @@ class MaxMinFairness(Policy):
 
     def formulate(self, jobs: JobSet, cluster: Cluster, *, floor: float | None = None) -> LinearProgram:
         """Stage 1 (``floor`` None): max t. Stage 2: max total share with every share >= floor."""
-        cap = cluster.capacities(jobs.gpu_types)
         a = self.coefficients(jobs, cluster)
-        b = ProgramBuilder()
-        if floor is None:
-            X = b.add_allocation(a > 0)
-            t = b.add_vars(1, lb=0.0, ub=np.inf, cost=1.0)
-        else:
-            X = b.add_allocation(a > 0, cost=(jobs.multiplicity[:, None] * a)[a > 0])
-            t = b.add_vars(1, lb=floor, ub=floor, cost=0.0)
-        add_base_rows(b, X, jobs, cap)
-        n = jobs.n_jobs
-        rows = np.concatenate([X.job, np.arange(n)])
-        cols = np.concatenate([X.cols, np.full(n, t)])
-        vals = np.concatenate([a[X.job, X.gpu], -np.ones(n)])
-        b.add_rows(rows=rows, cols=cols, vals=vals, lb=0.0, ub=np.inf, n_rows=n)
-        stage = "stage1" if floor is None else "stage2"
-        return b.build(sense="max", x_index=X.x_index, name=f"{self.name}:{stage}", meta={"t": t})
+        return level_program(jobs, cluster.capacities(jobs.gpu_types), a, floor=floor, name=self.name)
 
     def objective_of(self, X: np.ndarray, jobs: JobSet, cluster: Cluster) -> float:
         """Minimum normalized share of ``X``."""
@@ -115,23 +96,6 @@ class MaxMinFairness(Policy):
         return float((self.coefficients(jobs, cluster) * X).sum(axis=1).min())
 
     def solve(self, jobs: JobSet, cluster: Cluster, ctx: SolveContext) -> PolicyOutcome:
-        with ctx.building():
-            lp1 = self.formulate(jobs, cluster)
-        out1 = ctx.run(lp1)
-        first = self.outcome(lp1, out1, jobs, cluster)
-        if not (self.second_stage and out1.success):
-            return first
-        level = float(out1.x[lp1.meta["t"]])
-        floor = level - STAGE2_RELATIVE_SLACK * abs(level)
-        with ctx.building():
-            lp2 = self.formulate(jobs, cluster, floor=floor)
-        out2 = ctx.run(lp2)
-        if not out2.success:
-            return PolicyOutcome(
-                X=first.X,
-                objective=first.objective,
-                status=first.status,
-                message=f"{first.message}; stage 2 ended {out2.status!r}, returning the stage-1 allocation",
-                extra={"stage1_level": level, "second_stage_status": out2.status},
-            )
-        return self.outcome(lp2, out2, jobs, cluster, stage1_level=level, second_stage_status=out2.status)
+        a = self.coefficients(jobs, cluster)
+        outcome, _ = solve_levels(self, jobs, cluster, ctx, a, second_stage=self.second_stage, name=self.name)
+        return outcome

@@ -10,7 +10,9 @@ Math
 
 with :math:`\sigma = \min_j \max_k T_{jk} / R_j` (an upper bound on u, so
 :math:`v \in (0, 1]` and the LP is well scaled: unscaled, u is about 1e-6 and solvers stop
-early). Gavel bisects over about six LPs and stops within 5 %; one LP is exact.
+early). Gavel bisects over about six LPs and stops within 5 %; one LP is exact. A second
+stage (default) keeps the makespan and maximizes total normalized progress, as in
+:mod:`.max_min_fairness`, so GPUs are not left idle.
 
 In numpy: ``makespan = (R / (T * X).sum(1)).max()``.
 
@@ -29,11 +31,11 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..cluster import Cluster
+from ..engine import SolveContext
 from ..jobs import JobSet
 from ..program import LinearProgram
-from .base import Policy, register_policy
-from .builder import ProgramBuilder
-from .common import add_base_rows, usable_mask
+from .base import Policy, PolicyOutcome, register_policy
+from .common import level_program, solve_levels, usable_mask
 
 __all__ = ["MinMakespan"]
 
@@ -41,38 +43,45 @@ __all__ = ["MinMakespan"]
 @register_policy
 @dataclass(frozen=True, kw_only=True)
 class MinMakespan(Policy):
-    """Minimize the time until the last job finishes at the allocation's rates.
+    r"""Minimize the time until the last job finishes at the allocation's rates.
 
     Needs ``steps_remaining``. The objective is the makespan in seconds (when throughputs
     are steps/s).
+
+    Parameters
+    ----------
+    second_stage : bool, default True
+        The optimum is pinned by the slowest job and the rest of X is arbitrary (a vertex
+        may use a handful of GPUs). Stage 2 keeps the makespan and maximizes total
+        normalized progress :math:`\sum_j \mu_j\, thr_j(X) / (R_j \sigma)`.
     """
 
     name = "min_makespan"
     requires = ("steps_remaining",)
     reads = ("steps_remaining",)
+    second_stage: bool = True
 
-    def formulate(self, jobs: JobSet, cluster: Cluster) -> LinearProgram:
+    def coefficients(self, jobs: JobSet, cluster: Cluster) -> tuple[np.ndarray, float]:
+        """``a = T / (R sigma)`` on usable pairs, and ``sigma``."""
         cap = cluster.capacities(jobs.gpu_types)
         mask = usable_mask(jobs.throughputs, jobs.scale_factors, cap)
         T = np.where(mask, jobs.throughputs, 0.0)
         R = jobs.steps_remaining
         sigma = float((T.max(axis=1) / R).min())
-        b = ProgramBuilder()
-        X = b.add_allocation(mask)
-        v = b.add_vars(1, lb=0.0, ub=np.inf, cost=1.0)
-        add_base_rows(b, X, jobs, cap)
-        n = jobs.n_jobs
-        coef = T[X.job, X.gpu] / (R[X.job] * sigma)
-        b.add_rows(
-            rows=np.concatenate([X.job, np.arange(n)]),
-            cols=np.concatenate([X.cols, np.full(n, v)]),
-            vals=np.concatenate([coef, -np.ones(n)]),
-            lb=0.0, ub=np.inf, n_rows=n,
-        )
-        return b.build(sense="max", x_index=X.x_index, name=self.name, meta={"v": v, "sigma": sigma})
+        return T / (R[:, None] * sigma), sigma
+
+    def formulate(self, jobs: JobSet, cluster: Cluster, *, floor: float | None = None) -> LinearProgram:
+        a, sigma = self.coefficients(jobs, cluster)
+        return level_program(jobs, cluster.capacities(jobs.gpu_types), a, floor=floor, name=self.name,
+                             meta={"sigma": sigma})
 
     def objective_of(self, X: np.ndarray, jobs: JobSet, cluster: Cluster) -> float:
         """Makespan ``max_j R_j / thr_j(X)`` (inf when some job gets no throughput)."""
         thr = (jobs.throughputs * X).sum(axis=1)
         with np.errstate(divide="ignore"):
             return float(np.max(jobs.steps_remaining / thr))
+
+    def solve(self, jobs: JobSet, cluster: Cluster, ctx: SolveContext) -> PolicyOutcome:
+        a, _ = self.coefficients(jobs, cluster)
+        outcome, _ = solve_levels(self, jobs, cluster, ctx, a, second_stage=self.second_stage, name=self.name)
+        return outcome

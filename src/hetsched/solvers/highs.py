@@ -64,6 +64,10 @@ class HighsBackend(Backend):
         t0 = time.perf_counter()
         h = highspy.Highs()
         h.setOptionValue("output_flag", False)
+        # Tighter than HiGHS' 1e-7 defaults: allocations are compared at 1e-6 relative and
+        # a 1e-7 capacity overshoot would show up in the objective (user options override).
+        h.setOptionValue("primal_feasibility_tolerance", 1e-9)
+        h.setOptionValue("dual_feasibility_tolerance", 1e-9)
         if time_limit is not None:
             h.setOptionValue("time_limit", float(time_limit))
         for key, value in (options or {}).items():
