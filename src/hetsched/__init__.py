@@ -28,6 +28,8 @@ from .jobs import JobSet
 from .program import LinearProgram
 from .result import Allocation
 from .solvers import available_solvers
+from .throughputs import PairThroughputs, ThroughputCatalogue, generate_catalogue, load_gavel_throughputs
+from .workloads import Workload, poisson_arrivals, random_jobs, sample_jobs
 
 logging.getLogger(__name__).addHandler(logging.NullHandler())
 
@@ -46,7 +48,15 @@ __all__ = [
     "UnknownPolicyError",
     "UnknownSolverError",
     "ValidationError",
+    "PairThroughputs",
+    "ThroughputCatalogue",
+    "Workload",
     "available_solvers",
+    "generate_catalogue",
+    "load_gavel_throughputs",
+    "poisson_arrivals",
+    "random_jobs",
+    "sample_jobs",
     "list_policies",
     "policies",
     "solve",
