@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
@@ -87,13 +88,19 @@ class Backend:
     """
 
     name: ClassVar[str] = ""
+    #: Python package the backend needs (imported by :meth:`available`).
+    module: ClassVar[str] = ""
     supports_mip: ClassVar[bool] = False
     provides_duals: ClassVar[bool] = False
 
     @classmethod
     def available(cls) -> bool:
-        """Whether the backend's solver package imports here."""
-        raise NotImplementedError
+        """Whether the backend's solver package (:attr:`module`) imports here."""
+        try:
+            importlib.import_module(cls.module)
+        except ImportError:
+            return False
+        return True
 
     def solve(
         self,

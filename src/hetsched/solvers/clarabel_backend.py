@@ -169,16 +169,9 @@ class ClarabelBackend(Backend):
     """
 
     name = "clarabel"
+    module = "clarabel"
     supports_mip = False
     provides_duals = True
-
-    @classmethod
-    def available(cls) -> bool:
-        try:
-            import clarabel  # noqa: F401
-        except ImportError:
-            return False
-        return True
 
     def solve(
         self,

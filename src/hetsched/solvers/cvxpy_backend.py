@@ -135,16 +135,9 @@ class CvxpyBackend(Backend):
     """
 
     name = "cvxpy"
+    module = "cvxpy"
     supports_mip = True
     provides_duals = False
-
-    @classmethod
-    def available(cls) -> bool:
-        try:
-            import cvxpy  # noqa: F401
-        except ImportError:
-            return False
-        return True
 
     def solve(
         self,

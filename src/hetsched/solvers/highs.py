@@ -41,16 +41,9 @@ class HighsBackend(Backend):
     """
 
     name = "highs"
+    module = "highspy"
     supports_mip = True
     provides_duals = True
-
-    @classmethod
-    def available(cls) -> bool:
-        try:
-            import highspy  # noqa: F401
-        except ImportError:
-            return False
-        return True
 
     def solve(
         self,

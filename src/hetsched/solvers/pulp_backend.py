@@ -140,6 +140,7 @@ class PulpBackend(Backend):
     """
 
     name = "pulp"
+    module = "pulp"
     supports_mip = True
     provides_duals = False
 
