@@ -23,13 +23,18 @@ Each step solves
 * Any X is achievable, so :math:`\max_j \rho_j(X^\star)` is an upper bound.
 * If :math:`u^\star < 1`, every feasible :math:`\rho'` satisfies
   :math:`\rho' \ge \min_j\, [\rho / u^\star - t_j (1/u^\star - 1) / D_j]` (a lower bound
-  strictly above :math:`\rho`): the next step starts there. With all :math:`t_j = 0` this
-  bound is :math:`\rho / u^\star`, exact after one LP.
+  strictly above :math:`\rho`). With all :math:`t_j = 0` this bound is
+  :math:`\rho / u^\star`, exact after one LP.
 * The first :math:`\rho` is the single-job bound :math:`\max_j (t_j + R_j / \max_k T_{jk}) / D_j`.
+* Next :math:`\rho`: a Newton step on :math:`u^\star(\rho) = 1` whose slope comes from the
+  level-row duals :math:`y` (envelope theorem:
+  :math:`du^\star/d\rho = \sum_j y_j\, \mathrm{thr}_j(X^\star) D_j / R_j` with
+  :math:`\sum_j y_j = 1`), a secant step for backends without duals, bisection whenever a
+  step leaves the bracket. Steps are aimed a quarter-tolerance past the root so that the
+  last ones land on both sides of it.
 
-Steps stop when ``upper - lower <= rtol * lower``; a bisection step is taken whenever the
-lower bound moves less than 1 % of the gap. Gavel solves this as a conic program built job by
-job; this needs a handful of LPs.
+Steps stop when ``upper - lower <= rtol * lower``. Gavel solves this as a conic program
+built job by job; this needs a handful of LPs.
 
 In numpy: ``rho = (t + R / (T * X).sum(1)) / D;  objective = rho.max()``.
 
@@ -126,11 +131,12 @@ class FinishTimeFairness(Policy):
         return float(self.rho(X, jobs, cluster).max())
 
     def solve(self, jobs: JobSet, cluster: Cluster, ctx: SolveContext) -> PolicyOutcome:
-        _, t, _, D = self._terms(jobs, cluster)
+        R, t, _, D = self._terms(jobs, cluster)
+        n, m = jobs.n_jobs, jobs.n_types
         state = _Search(lo=self.lower_bound(jobs, cluster))
 
-        def evaluate(rho: float) -> float | None:
-            """u*(rho); updates bounds and the best X. None when the LP failed."""
+        def evaluate(rho: float) -> tuple[float, float | None] | None:
+            """(u*(rho), du*/drho or None); updates bounds and the best X. None on failure."""
             with ctx.building():
                 lp = self.formulate(jobs, cluster, rho=rho)
             out = ctx.run(lp)
@@ -144,37 +150,36 @@ class FinishTimeFairness(Policy):
             if 0.0 < u < 1.0:
                 # every feasible rho' has min_j (rho D_j - t_j) / (rho' D_j - t_j) <= u
                 state.lo = max(state.lo, rho, float(np.min(rho / u - t * (1.0 / u - 1.0) / D)))
-            return u - 1.0
+            slope = None
+            if out.row_dual is not None:
+                # envelope theorem: d u*/d rho = sum_j y_j thr_j(X*) D_j / R_j, y = level-row duals
+                y = np.abs(out.row_dual[n + m : 2 * n + m])
+                if y.sum() > 0:
+                    thr = (jobs.throughputs * lp.extract_X(out.x)).sum(axis=1)
+                    slope = float((y / y.sum()) @ (thr * D / R))
+            return u, slope
 
-        # Illinois (modified regula falsi) on g(rho) = u*(rho) - 1, increasing in rho.
-        a = state.lo
-        ga = evaluate(a)
-        if ga is not None and ga < 0 and not state.converged(self.rtol):
-            b = state.hi  # rho of the first X: achievable, so g(b) >= 0
-            gb = evaluate(b)
-            side = 0
-            while gb is not None and not state.converged(self.rtol) and state.steps < self.max_steps:
-                c = b - gb * (b - a) / (gb - ga) if gb != ga else 0.5 * (a + b)
-                if not (state.lo < c < state.hi):
-                    c = 0.5 * (state.lo + state.hi)
-                # keep a quarter of the tolerance away from both bounds: a step that lands
-                # on the upper bound proves nothing; one just below it proves a lower bound
-                margin = 0.25 * self.rtol * state.lo
-                c = min(max(c, state.lo + margin), state.hi - margin)
-                gc = evaluate(c)
-                if gc is None:
-                    break
-                if gc >= 0:
-                    b, gb = c, gc
-                    if side == -1:
-                        ga *= 0.5
-                    side = -1
-                else:
-                    a, ga = c, gc
-                    if side == 1:
-                        gb *= 0.5
-                    side = 1
-                state.steps += 1
+        # Safeguarded Newton on u*(rho) = 1 (u* increases with rho), secant when the
+        # backend gives no duals, bisection when a step leaves the bracket. Each step is
+        # aimed a quarter-tolerance past the root so steps alternate sides near the end.
+        rho, prev = state.lo, None
+        while state.steps < self.max_steps:
+            state.steps += 1
+            res = evaluate(rho)
+            if res is None or state.converged(self.rtol):
+                break
+            u, slope = res
+            if slope is None or slope <= 0:
+                slope = (u - prev[1]) / (rho - prev[0]) if prev is not None and rho != prev[0] else None
+            prev = (rho, u)
+            margin = 0.25 * self.rtol * state.lo
+            if slope is not None and slope > 0:
+                c = rho + (1.0 - u) / slope + (margin if u < 1.0 else -margin)
+            else:
+                c = 0.5 * (state.lo + state.hi)
+            if not (state.lo + margin <= c <= state.hi - margin):
+                c = 0.5 * (state.lo + state.hi)
+            rho = c
         outcome = state.outcome(self.rtol, self.max_steps, (jobs.n_jobs, jobs.n_types))
         if not (self.second_stage and outcome.status == "optimal"):
             return outcome
