@@ -27,7 +27,9 @@ from .formulations.base import Policy, list_policies
 from .jobs import JobSet
 from .program import LinearProgram
 from .result import Allocation
+from .placement import Placement, PlacementCosts, place, place_plan
 from .solvers import available_solvers
+from .topology import Server, Topology
 from .throughputs import PairThroughputs, ThroughputCatalogue, generate_catalogue, load_gavel_throughputs
 from .workloads import Workload, poisson_arrivals, random_jobs, sample_jobs
 
@@ -49,6 +51,12 @@ __all__ = [
     "UnknownSolverError",
     "ValidationError",
     "PairThroughputs",
+    "Placement",
+    "PlacementCosts",
+    "Server",
+    "Topology",
+    "place",
+    "place_plan",
     "ThroughputCatalogue",
     "Workload",
     "available_solvers",
