@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import logging
 
-from . import policies
+from . import mechanism, policies
 from .api import solve, validate_problem
 from .cluster import Cluster
 from .errors import (
@@ -27,6 +27,7 @@ from .formulations.base import Policy, list_policies
 from .jobs import JobSet
 from .program import LinearProgram
 from .result import Allocation
+from .mechanism import RoundPlan, ShareHistory, carve_shares, plan_round
 from .placement import Placement, PlacementCosts, place, place_plan
 from .solvers import available_solvers
 from .topology import Server, Topology
@@ -51,6 +52,11 @@ __all__ = [
     "UnknownSolverError",
     "ValidationError",
     "PairThroughputs",
+    "RoundPlan",
+    "ShareHistory",
+    "carve_shares",
+    "mechanism",
+    "plan_round",
     "Placement",
     "PlacementCosts",
     "Server",

@@ -1,0 +1,319 @@
+"""plan_round: X + history -> which jobs run on which GPU type this round."""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+
+from ..cluster import Cluster
+from ..errors import ValidationError
+from ..jobs import JobSet
+from ..result import Allocation
+from .history import ShareHistory, check_round_seconds
+from .packing import greedy_pack
+from .plan import MODES, RULES, RoundPlan
+from .priority import priority_order
+from .validation import as_id_array, check_allocation_arrays, check_nonneg_float, check_option
+
+__all__ = ["plan_round", "plan_round_arrays", "DEFAULT_ROUND_SECONDS"]
+
+log = logging.getLogger(__name__)
+
+#: Gavel's round length (seconds).
+DEFAULT_ROUND_SECONDS = 360.0
+
+
+def plan_round_arrays(
+    X: Any,
+    scale_factors: Any,
+    capacities: Any,
+    history: ShareHistory | None = None,
+    *,
+    job_ids: Any = None,
+    gpu_types: Sequence[str],
+    round_seconds: float = DEFAULT_ROUND_SECONDS,
+    mode: str = "rounds",
+    rule: str = "gavel",
+    stickiness: float = 0.0,
+    work_conserving: bool = True,
+    tolerance: float = 1e-6,
+    zero_tol: float = 1e-9,
+) -> RoundPlan:
+    """Plan one round from plain arrays (the core; :func:`plan_round` adapts an Allocation).
+
+    Parameters
+    ----------
+    X : array-like, shape (n_jobs, n_gpu_types)
+        Target fraction of wall-clock time of each job on each type. Rows sum to at most
+        1; per type ``sum_j s_j X[j, k] <= C_k``.
+    scale_factors : array-like of int, shape (n_jobs,)
+        Gang size ``s_j`` (GPUs a job uses at once; never split).
+    capacities : array-like of int, shape (n_gpu_types,)
+        Whole GPUs of each type (``Cluster.capacities(gpu_types)``).
+    history : ShareHistory, optional
+        What each job received so far (default: nothing). Jobs it knows that are not rows
+        of ``X`` are dropped (the plan's message names them); rows it does not know start
+        fresh. Columns are matched by GPU type name.
+    job_ids : array-like, optional
+        Unique id of each row (default ``0 .. n_jobs-1``); used to match the history.
+    gpu_types : sequence of str
+        Column labels of ``X``.
+    round_seconds : float, default 360
+        Length of the round being planned (Gavel: 360 s; Sia: 60 s); must be positive.
+    mode : {"rounds", "ideal"}, default "rounds"
+        "rounds": whole gangs on one type per job. "ideal": apply X exactly as fractions.
+    rule : {"gavel", "deficit"}, default "gavel"
+        Priority rule (see :mod:`hetsched.mechanism.priority`).
+    stickiness : float, default 0
+        Lease continuity: last round's type wins over another entry unless that one's
+        priority is more than ``1 + stickiness`` times higher ("gavel"), or its deficit is
+        more than ``stickiness`` rounds larger ("deficit"). 0 is Gavel's plain rule.
+    work_conserving : bool, default True
+        True (Gavel): GPUs left after every job that is owed time has been placed go to
+        jobs with ``X[j, k] > 0`` that are already ahead, so a job may receive more than
+        X when X leaves room. False: a job runs on a type only while it is owed time
+        there at the end of the round (``X * (e + L) > received``); shares then converge
+        to X from both sides, and GPUs may idle.
+    tolerance : float, default 1e-6
+        Slack for the row-sum and capacity checks of ``X``; ``inf`` disables them.
+    zero_tol : float, default 1e-9
+        Entries of X at or below it count as zero: the job never runs on that type (LP
+        solvers return such noise; Gavel's rule would give it infinite priority).
+
+    Returns
+    -------
+    RoundPlan
+        The round's assignment; record it with ``history.record(plan, seconds)``.
+
+    Raises
+    ------
+    ValidationError
+        Any rule above broken (the message names the argument, the rule and the value).
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> X = np.array([[0.5, 0.0], [0.5, 0.5], [0.0, 1.0]])
+    >>> plan = plan_round_arrays(X, [1, 1, 1], [1, 2], gpu_types=["v100", "k80"])
+    >>> plan.assignment.tolist()
+    [0, 1, 1]
+    """
+    t0 = time.perf_counter()
+    tolerance = check_nonneg_float(tolerance, "tolerance", allow_inf=True)
+    zero_tol = check_nonneg_float(zero_tol, "zero_tol")
+    stickiness = check_nonneg_float(stickiness, "stickiness")
+    L = check_round_seconds(round_seconds)
+    check_option(mode, "mode", MODES)
+    check_option(rule, "rule", RULES)
+    if not isinstance(work_conserving, (bool, np.bool_)):
+        raise ValidationError(f"`work_conserving` must be True or False; got {work_conserving!r}.")
+    if history is None:
+        history = ShareHistory.empty()
+    elif not isinstance(history, ShareHistory):
+        raise ValidationError(f"`history` must be a ShareHistory or None; got {type(history).__name__}.")
+    X, s, cap, ids, types = check_allocation_arrays(
+        X, scale_factors, capacities, job_ids, gpu_types, tolerance=tolerance, zero_tol=zero_tol
+    )
+    n, m = X.shape
+    base = history.aligned(ids, types)
+    prev = base.last_type
+    passes = 0
+    if mode == "ideal":
+        share = np.where(X > zero_tol, X, 0.0)
+        assignment = np.full(n, -1, dtype=np.int64)
+        preempted = np.zeros(n, dtype=bool)
+        migrated = np.zeros(n, dtype=bool)
+    else:
+        ej, ek = priority_order(
+            X, base.received, base.elapsed, prev, L, rule=rule, stickiness=stickiness, zero_tol=zero_tol,
+            work_conserving=work_conserving,
+        )
+        assignment, passes = greedy_pack(ej, ek, s, cap, n)
+        share = np.zeros((n, m))
+        run = assignment >= 0
+        share[np.flatnonzero(run), assignment[run]] = 1.0
+        ran = prev >= 0
+        preempted = ran & (assignment != prev)
+        migrated = preempted & run
+    plan_s = time.perf_counter() - t0
+    message = _message(n, base, assignment, s, cap, types, mode, passes)
+    if base.dropped_ids.size:
+        log.info("plan_round: dropped %d job(s) from the history: %s", base.dropped_ids.size,
+                 base.dropped_ids[:5].tolist())
+    log.debug("plan_round: %s (%.3f ms)", message, 1e3 * plan_s)
+    return RoundPlan(
+        job_ids=ids,
+        gpu_types=types,
+        scale_factors=s,
+        capacities=cap,
+        mode=mode,
+        rule=rule,
+        round_seconds=L,
+        assignment=assignment,
+        time_share=share,
+        previous_type=prev,
+        preempted=preempted,
+        migrated=migrated,
+        new_jobs=int((base.rows < 0).sum()),
+        dropped_ids=base.dropped_ids,
+        message=message,
+        timings={"plan_s": plan_s},
+        _base_version=history.version,
+        _base=base,
+    )
+
+
+def _message(
+    n: int, base: Any, assignment: np.ndarray, s: np.ndarray, cap: np.ndarray,
+    types: tuple[str, ...], mode: str, passes: int,
+) -> str:
+    """The plan's message: who runs, GPUs used, new and dropped jobs and types."""
+    parts = []
+    if mode == "ideal":
+        parts.append(f"ideal mode: {n} job(s) receive X exactly")
+    else:
+        run = assignment >= 0
+        used = np.bincount(assignment[run], weights=s[run], minlength=len(types)).astype(int)
+        parts.append(
+            f"{int(run.sum())} of {n} job(s) run; GPUs used "
+            + ", ".join(f"{t} {u}/{c}" for t, u, c in zip(types, used, cap))
+            + f" ({passes} packing pass(es))"
+        )
+    new = int((base.rows < 0).sum())
+    if new:
+        parts.append(f"{new} job(s) new to the history")
+    if base.dropped_ids.size:
+        shown = base.dropped_ids[:5].tolist()
+        more = "" if base.dropped_ids.size <= 5 else f" and {base.dropped_ids.size - 5} more"
+        parts.append(
+            f"dropped {base.dropped_ids.size} job(s) from the history that are not in the allocation: "
+            f"{shown}{more}"
+        )
+    if base.dropped_types:
+        parts.append(f"dropped history columns of GPU types not in the allocation: {base.dropped_types}")
+    return "; ".join(parts)
+
+
+def plan_round(
+    allocation: Allocation | np.ndarray,
+    history: ShareHistory | None = None,
+    cluster: Cluster | None = None,
+    *,
+    jobs: JobSet | None = None,
+    scale_factors: Any = None,
+    job_ids: Any = None,
+    gpu_types: Sequence[str] | None = None,
+    **options: Any,
+) -> RoundPlan:
+    """Plan one round: which jobs run, on which GPU type, with whole gangs.
+
+    A thin adapter over :func:`plan_round_arrays`: it reads X, job ids and GPU types from
+    an :class:`~hetsched.Allocation` (or takes a plain X array), gang sizes from ``jobs``
+    or ``scale_factors``, and capacities from ``cluster.capacities(gpu_types)``.
+
+    Parameters
+    ----------
+    allocation : Allocation or array-like of shape (n_jobs, n_gpu_types)
+        The allocation to follow. The mechanism keeps using it until the caller hands in a
+        new one (see :meth:`ShareHistory.reset` and :func:`carve_shares`).
+    history : ShareHistory, optional
+        What each job received so far (default: nothing).
+    cluster : Cluster
+        GPU counts; every GPU type the allocation names is scheduled (types the cluster
+        lacks have capacity 0).
+    jobs : JobSet, optional
+        Supplies gang sizes (and, for a plain X, ids and GPU types). Its ids must match the
+        allocation's.
+    scale_factors : array-like of int, optional
+        Gang sizes, when ``jobs`` is not given. Required with an Allocation (it does not
+        carry them); default 1 for a plain X.
+    job_ids, gpu_types : optional
+        Row ids and column labels of a plain X (default: from ``jobs``; ids ``0..n-1``;
+        GPU types: the cluster's, when X has as many columns).
+    **options
+        ``round_seconds``, ``mode``, ``rule``, ``stickiness``, ``work_conserving``,
+        ``tolerance``, ``zero_tol``
+        (see :func:`plan_round_arrays`).
+
+    Returns
+    -------
+    RoundPlan
+
+    Raises
+    ------
+    ValidationError
+        Bad input; see :func:`plan_round_arrays`.
+
+    Examples
+    --------
+    >>> import hetsched as hs
+    >>> from hetsched.mechanism import ShareHistory, plan_round
+    >>> cluster = hs.Cluster({"v100": 1, "k80": 1})
+    >>> jobs = hs.JobSet([[2.0, 1.0], [2.0, 1.0]], gpu_types=["v100", "k80"])
+    >>> alloc = hs.solve("max_min_fairness", jobs, cluster)
+    >>> history = ShareHistory.empty()
+    >>> for _ in range(4):
+    ...     plan = plan_round(alloc, history, cluster, jobs=jobs)
+    ...     history = history.record(plan, 360.0)
+    >>> history.share_error(alloc.X) < 1e-9
+    True
+    """
+    if not isinstance(cluster, Cluster):
+        raise ValidationError(f"`cluster` must be a hetsched.Cluster; got {type(cluster).__name__}.")
+    if jobs is not None and not isinstance(jobs, JobSet):
+        raise ValidationError(f"`jobs` must be a hetsched.JobSet or None; got {type(jobs).__name__}.")
+    if jobs is not None and scale_factors is not None:
+        raise ValidationError("give `jobs` or `scale_factors`, not both.")
+    if isinstance(allocation, Allocation):
+        if job_ids is not None or gpu_types is not None:
+            raise ValidationError("`job_ids` and `gpu_types` come from the Allocation; do not pass them too.")
+        if not allocation.has_solution:
+            raise ValidationError(
+                f"`allocation` has no solution to follow (status {allocation.status!r}: {allocation.message})."
+            )
+        X, ids, types = allocation.X, allocation.job_ids, allocation.gpu_types
+        if jobs is not None:
+            _check_same_ids(jobs.ids, ids)
+            scale_factors = jobs.scale_factors
+        elif scale_factors is None:
+            scale_factors = getattr(allocation, "scale_factors", None)
+            if scale_factors is None:
+                raise ValidationError(
+                    "`scale_factors` (or `jobs`) is required with an Allocation: it does not carry gang sizes."
+                )
+    else:
+        X = allocation
+        ids = job_ids
+        types = gpu_types
+        if jobs is not None:
+            if ids is None:
+                ids = jobs.ids
+            else:
+                _check_same_ids(jobs.ids, as_id_array(ids))
+            if types is None:
+                types = jobs.gpu_types
+            scale_factors = jobs.scale_factors
+        if types is None:
+            ncols = np.shape(X)[1] if np.ndim(X) == 2 else None
+            if ncols != len(cluster.gpu_types):
+                raise ValidationError(
+                    f"`gpu_types` is required for a plain X whose {ncols} column(s) do not match the "
+                    f"cluster's {len(cluster.gpu_types)} types {list(cluster.gpu_types)}."
+                )
+            types = cluster.gpu_types
+    types = tuple(types)
+    return plan_round_arrays(
+        X, scale_factors, cluster.capacities(types), history, job_ids=ids, gpu_types=types, **options
+    )
+
+
+def _check_same_ids(expected: np.ndarray, got: np.ndarray) -> None:
+    if expected.shape != got.shape or not np.array_equal(expected, got):
+        raise ValidationError(
+            f"`jobs` must list the allocation's jobs in the same order; got ids "
+            f"{expected[:5].tolist()}... for an allocation with {got[:5].tolist()}..."
+        )

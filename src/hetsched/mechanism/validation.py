@@ -1,0 +1,156 @@
+"""Checks at the planner's boundary: X, gang sizes, capacities, ids, options."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from ..errors import ValidationError
+
+__all__ = ["check_allocation_arrays", "check_option", "label"]
+
+
+def label(value: Any) -> Any:
+    """A job id as a plain Python value (``7`` rather than ``np.int64(7)`` in messages)."""
+    return value.item() if isinstance(value, np.generic) else value
+
+
+def as_id_array(job_ids: Any) -> np.ndarray:
+    """Job ids as a 1-D array; a list mixing strings and numbers stays object (not all str)."""
+    if isinstance(job_ids, np.ndarray):
+        return job_ids
+    seq = list(job_ids)
+    ids = np.asarray(seq)
+    if ids.dtype.kind in "US" and not all(isinstance(v, (str, bytes)) for v in seq):
+        ids = np.array(seq, dtype=object)
+    return ids
+
+
+def check_option(value: Any, name: str, choices: Sequence[str]) -> str:
+    """``value`` if it is one of ``choices``, else a ValidationError listing them."""
+    if not isinstance(value, str) or value not in choices:
+        raise ValidationError(f"`{name}` must be one of {list(choices)}; got {value!r}.")
+    return value
+
+
+def check_nonneg_float(value: Any, name: str, *, allow_inf: bool = False) -> float:
+    """``value`` as a non-negative float (finite unless ``allow_inf``)."""
+    try:
+        out = float(value)
+    except (TypeError, ValueError):
+        raise ValidationError(f"`{name}` must be a non-negative number; got {value!r}.") from None
+    if isinstance(value, bool) or math.isnan(out) or out < 0 or (math.isinf(out) and not allow_inf):
+        raise ValidationError(f"`{name}` must be a non-negative {'' if allow_inf else 'finite '}number; got {value!r}.")
+    return out
+
+
+def check_allocation_arrays(
+    X: Any,
+    scale_factors: Any,
+    capacities: Any,
+    job_ids: Any,
+    gpu_types: Any,
+    *,
+    tolerance: float,
+    zero_tol: float,
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, tuple[str, ...]]:
+    """Validate the planner's array inputs; return them as clean arrays.
+
+    Rules (each violation names the argument, the rule and the first offending value):
+
+    * ``X`` is a finite 2-D array of shape ``(n_jobs, len(gpu_types))``, ``X >= -tolerance``;
+    * every row sums to at most ``1 + tolerance`` (a job cannot run more than all the time);
+    * per type, ``sum_j s_j X[j, k] <= C_k + tolerance * max(1, C_k)`` (no over-subscription);
+    * where ``X[j, k] > zero_tol``, the gang fits: ``s_j <= C_k``;
+    * ``scale_factors`` are positive integers, ``capacities`` non-negative integers;
+    * ``job_ids`` unique, ``gpu_types`` unique strings.
+
+    ``tolerance=inf`` turns the row and capacity checks off (for what-if runs with an
+    over-subscribed X; the plans still never over-subscribe a type).
+    """
+    if isinstance(gpu_types, str):
+        raise ValidationError(f"`gpu_types` must be a sequence of names; got the string {gpu_types!r}.")
+    try:
+        types = tuple(str(t) for t in gpu_types)
+    except TypeError:
+        raise ValidationError(f"`gpu_types` must be a sequence of names; got {gpu_types!r}.") from None
+    if len(set(types)) != len(types):
+        dup = sorted({t for t in types if types.count(t) > 1})
+        raise ValidationError(f"`gpu_types` must be unique; {dup} appear more than once.")
+    m = len(types)
+    try:
+        X = np.asarray(X, dtype=float)
+    except (TypeError, ValueError):
+        raise ValidationError(f"`X` must be a numeric array; got {type(X).__name__}.") from None
+    if X.ndim != 2 or X.shape[1] != m:
+        raise ValidationError(f"`X` must have shape (n_jobs, n_gpu_types) = (n, {m}); got {X.shape}.")
+    n = X.shape[0]
+    ids = np.arange(n) if job_ids is None else as_id_array(job_ids)
+    if ids.ndim != 1 or ids.shape[0] != n:
+        raise ValidationError(f"`job_ids` must have length n_jobs = {n}; got shape {ids.shape}.")
+    if n and not pd.Index(ids).is_unique:
+        idx = pd.Index(ids)
+        raise ValidationError(f"`job_ids` must be unique; duplicated: {idx[idx.duplicated()].unique().tolist()[:5]}.")
+    s_raw = np.asarray(scale_factors, dtype=float) if scale_factors is not None else np.ones(n)
+    if s_raw.ndim == 0:
+        s_raw = np.full(n, float(s_raw))
+    if s_raw.shape != (n,):
+        raise ValidationError(f"`scale_factors` must have shape (n_jobs,) = ({n},); got {s_raw.shape}.")
+    bad = ~np.isfinite(s_raw) | (s_raw < 1) | (s_raw != np.round(s_raw))
+    if bad.any():
+        j = int(np.flatnonzero(bad)[0])
+        raise ValidationError(f"`scale_factors` must be positive integers; job {label(ids[j])!r} has {s_raw[j]:g}.")
+    s = s_raw.astype(np.int64)
+    c_raw = np.asarray(capacities, dtype=float)
+    if c_raw.shape != (m,):
+        raise ValidationError(f"`capacities` must have shape (n_gpu_types,) = ({m},); got {c_raw.shape}.")
+    bad_c = ~np.isfinite(c_raw) | (c_raw < 0) | (c_raw != np.round(c_raw))
+    if bad_c.any():
+        k = int(np.flatnonzero(bad_c)[0])
+        raise ValidationError(f"`capacities` must be non-negative integers; type {types[k]!r} has {c_raw[k]:g}.")
+    cap = c_raw.astype(np.int64)
+
+    if not np.isfinite(X).all():
+        j, k = np.argwhere(~np.isfinite(X))[0]
+        raise ValidationError(
+            f"`X` must be finite; X[{label(ids[j])!r}, {types[k]!r}] is {X[j, k]:g} "
+            f"(an allocation without a solution cannot be planned)."
+        )
+    if X.size and X.min() < -tolerance:
+        j, k = np.argwhere(X < -tolerance)[0]
+        raise ValidationError(f"`X` must be non-negative; X[{label(ids[j])!r}, {types[k]!r}] = {X[j, k]:g}.")
+    if math.isfinite(tolerance):
+        rows = X.sum(axis=1)
+        over = rows > 1.0 + tolerance
+        if over.any():
+            j = int(np.argmax(np.where(over, rows, -np.inf)))
+            raise ValidationError(
+                f"`X` rows must sum to at most 1 (a job cannot run more than all the time; "
+                f"tolerance {tolerance:g}); job {label(ids[j])!r} sums to {rows[j]:.6g} "
+                f"({int(over.sum())} such job(s))."
+            )
+        used = s.astype(float) @ X
+        oversub = used > cap + tolerance * np.maximum(1, cap)
+        if oversub.any():
+            k = int(np.argmax(np.where(oversub, used - cap, -np.inf)))
+            raise ValidationError(
+                f"`X` over-subscribes GPU type {types[k]!r}: sum_j scale_factor_j * X[j, {types[k]!r}] = "
+                f"{used[k]:.6g} > {int(cap[k])} GPUs (tolerance {tolerance:g}; "
+                f"{int(oversub.sum())} such type(s))."
+            )
+    big = s > (cap.min() if m else 0)
+    too_big = np.zeros(X.shape, dtype=bool)
+    if big.any():  # only jobs whose gang exceeds some type's count can break this rule
+        too_big[big] = (X[big] > zero_tol) & (s[big, None] > cap[None, :])
+    if too_big.any():
+        j, k = np.argwhere(too_big)[0]
+        raise ValidationError(
+            f"job {label(ids[j])!r} has X[{label(ids[j])!r}, {types[k]!r}] = {X[j, k]:.6g} > 0 but its gang of "
+            f"{int(s[j])} GPUs exceeds the {int(cap[k])} {types[k]!r} GPUs of the cluster "
+            f"({int(too_big.sum())} such entries)."
+        )
+    return X, s, cap, ids, types
