@@ -14,6 +14,7 @@ import numpy as np
 from .errors import CapabilityError, ValidationError
 from .program import LinearProgram
 from .solvers.base import SolverOutput
+from .solvers.highs_session import HighsSession
 from .solvers.registry import choose_auto, get_backend
 
 __all__ = ["SolveContext"]
@@ -78,6 +79,42 @@ class SolveContext:
             yield
         finally:
             self.build_s += time.perf_counter() - t0
+
+    def open_session(self, lp: LinearProgram, *, purpose: str) -> HighsSession:
+        """Load ``lp`` into a warm-startable HiGHS session (for sequences of related LPs).
+
+        Raises
+        ------
+        CapabilityError
+            When the context's solver is neither "auto" nor "highs".
+        """
+        if self.solver not in ("auto", "highs"):
+            raise CapabilityError(
+                f"{purpose} re-solves one LP many times with warm starts, which needs `solver` 'auto' "
+                f"or 'highs'; got {self.solver!r}."
+            )
+        with self.building():
+            session = HighsSession(lp, self.options)
+        self.max_vars = max(self.max_vars, lp.n_vars)
+        self.max_rows = max(self.max_rows, lp.n_rows)
+        if "highs" not in self.backends_used:
+            self.backends_used.append("highs")
+        return session
+
+    def rerun(self, session: HighsSession, *, options: Mapping[str, Any] | None = None) -> SolverOutput:
+        """Solve ``session`` from its current basis, within the remaining time budget."""
+        remaining = self.remaining()
+        if remaining is not None and remaining <= 0:
+            return SolverOutput(
+                status="time_limit", x=np.full(session.lp.n_vars, np.nan), objective=float("nan"),
+                has_solution=False, native_status="not started",
+                message=f"time limit of {self.time_limit}s reached", solve_s=0.0, backend="highs",
+            )
+        merged = {**dict(options or {}), **self.options}
+        out = session.run(time_limit=remaining, options=merged)
+        self.n_programs += 1
+        self.solve_s += out.solve_s
+        return out
 
     def run(self, lp: LinearProgram, *, options: Mapping[str, Any] | None = None) -> SolverOutput:
         """Solve one program with the chosen backend and record counters.

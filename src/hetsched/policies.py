@@ -10,6 +10,8 @@ from .formulations.finish_time_fairness import FinishTimeFairness
 from .formulations.max_min_fairness import MaxMinFairness
 from .formulations.max_sum_throughput import MaxSumThroughput
 from .formulations.min_makespan import MinMakespan
+from .formulations.sia import Sia
+from .formulations.water_filling import MaxMinFairnessWaterFilling
 
 _load_all()
 
@@ -19,9 +21,11 @@ __all__ = [
     "FinishTimeFairness",
     "Isolated",
     "MaxMinFairness",
+    "MaxMinFairnessWaterFilling",
     "MaxSumThroughput",
     "MinMakespan",
     "Proportional",
+    "Sia",
     "list_policies",
     "make_policy",
     "register_policy",

@@ -10,11 +10,13 @@ __all__ = ["Policy", "PolicyOutcome", "list_policies", "make_policy", "register_
 
 _MODULES = (
     "max_min_fairness",
+    "water_filling",
     "max_sum_throughput",
     "min_makespan",
     "finish_time_fairness",
     "fifo",
     "baselines",
+    "sia",
 )
 
 

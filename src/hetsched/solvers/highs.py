@@ -33,6 +33,37 @@ def _status_table() -> dict[Any, str]:
     }
 
 
+def load_model(h: Any, lp: LinearProgram) -> None:
+    """Pass ``lp`` to the ``highspy.Highs`` object ``h`` as one CSC model."""
+    import highspy
+
+    model = highspy.HighsLp()
+    model.num_col_ = lp.n_vars
+    model.num_row_ = lp.n_rows
+    model.col_cost_ = np.asarray(lp.c, dtype=np.float64)
+    model.col_lower_ = np.asarray(lp.col_lb, dtype=np.float64)
+    model.col_upper_ = np.asarray(lp.col_ub, dtype=np.float64)
+    model.row_lower_ = np.asarray(lp.row_lb, dtype=np.float64)
+    model.row_upper_ = np.asarray(lp.row_ub, dtype=np.float64)
+    model.offset_ = float(lp.offset)
+    model.sense_ = highspy.ObjSense.kMaximize if lp.sense == "max" else highspy.ObjSense.kMinimize
+    csc = lp.A.tocsc()
+    csc.sort_indices()
+    model.a_matrix_.format_ = highspy.MatrixFormat.kColwise
+    model.a_matrix_.num_col_ = lp.n_vars
+    model.a_matrix_.num_row_ = lp.n_rows
+    model.a_matrix_.start_ = csc.indptr.astype(np.int32)
+    model.a_matrix_.index_ = csc.indices.astype(np.int32)
+    model.a_matrix_.value_ = csc.data.astype(np.float64)
+    if lp.is_mip:
+        model.integrality_ = [
+            highspy.HighsVarType.kInteger if f else highspy.HighsVarType.kContinuous
+            for f in lp.integrality
+        ]
+    if h.passModel(model) == highspy.HighsStatus.kError:
+        raise SolverError(f"HiGHS rejected program {lp.name!r} (passModel returned an error).")
+
+
 class HighsBackend(Backend):
     """HiGHS (simplex, IPX interior point, PDLP, branch-and-cut MIP).
 
@@ -69,31 +100,7 @@ class HighsBackend(Backend):
                 raise ValidationError(
                     f"`options[{key!r}]` = {value!r} was rejected by HiGHS (unknown option or bad value)."
                 )
-        model = highspy.HighsLp()
-        model.num_col_ = lp.n_vars
-        model.num_row_ = lp.n_rows
-        model.col_cost_ = np.asarray(lp.c, dtype=np.float64)
-        model.col_lower_ = np.asarray(lp.col_lb, dtype=np.float64)
-        model.col_upper_ = np.asarray(lp.col_ub, dtype=np.float64)
-        model.row_lower_ = np.asarray(lp.row_lb, dtype=np.float64)
-        model.row_upper_ = np.asarray(lp.row_ub, dtype=np.float64)
-        model.offset_ = float(lp.offset)
-        model.sense_ = highspy.ObjSense.kMaximize if lp.sense == "max" else highspy.ObjSense.kMinimize
-        csc = lp.A.tocsc()
-        csc.sort_indices()
-        model.a_matrix_.format_ = highspy.MatrixFormat.kColwise
-        model.a_matrix_.num_col_ = lp.n_vars
-        model.a_matrix_.num_row_ = lp.n_rows
-        model.a_matrix_.start_ = csc.indptr.astype(np.int32)
-        model.a_matrix_.index_ = csc.indices.astype(np.int32)
-        model.a_matrix_.value_ = csc.data.astype(np.float64)
-        if lp.is_mip:
-            model.integrality_ = [
-                highspy.HighsVarType.kInteger if f else highspy.HighsVarType.kContinuous
-                for f in lp.integrality
-            ]
-        if h.passModel(model) == highspy.HighsStatus.kError:
-            raise SolverError(f"HiGHS rejected program {lp.name!r} (passModel returned an error).")
+        load_model(h, lp)
         run_status = h.run()
         native = h.getModelStatus()
         status = map_status(native, _status_table())
