@@ -67,4 +67,6 @@ def water_filling(a: np.ndarray, s: np.ndarray, C: np.ndarray, *, time_limit: fl
         frozen[stuck] = level
         active[stuck] = False
         levels.append(level)
-    return {"shares": frozen, "levels": len(levels), "lps": n_lp, "milps": n_milp, "timed_out": False}
+    # the shares the last program's X achieves (frozen rows may sit 1e-6 below their level)
+    achieved = (a * np.clip(x.value, 0.0, None)).sum(axis=1)
+    return {"shares": achieved, "levels": len(levels), "lps": n_lp, "milps": n_milp, "timed_out": False}
