@@ -19,7 +19,8 @@ def random_instance(seed: int, n: int = 40, m: int = 3, dup: int = 1):
     types = [f"t{k}" for k in range(m)]
     cluster = hs.Cluster({t: int(c) for t, c in zip(types, rng.integers(4, 20, m))})
     jobs = hs.JobSet(T, gpu_types=types, scale_factors=s,
-                     steps_remaining=np.repeat(rng.uniform(1e3, 1e5, n), dup))
+                     steps_remaining=np.repeat(rng.uniform(1e3, 1e5, n), dup),
+                     entities=[f"team{i % 3}" for i in range(n * dup)])
     return jobs, cluster
 
 

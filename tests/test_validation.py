@@ -78,7 +78,7 @@ def test_unknown_solver_lists_installed_ones() -> None:
 
 
 def test_empty_job_set_is_valid() -> None:
-    jobs = hs.JobSet(np.zeros((0, 2)), gpu_types=TYPES, steps_remaining=np.zeros(0))
+    jobs = hs.JobSet(np.zeros((0, 2)), gpu_types=TYPES, steps_remaining=np.zeros(0), entities=[])
     for policy in hs.list_policies():
         res = hs.solve(policy, jobs, cluster())
         assert res.status == "optimal" and res.success

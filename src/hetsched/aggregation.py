@@ -15,7 +15,7 @@ from collections.abc import Sequence
 import numpy as np
 import pandas as pd
 
-from .jobs import JobSet
+from .jobs import RESOURCE_FIELDS, JobSet
 
 __all__ = ["JobClasses", "aggregate_jobs"]
 
@@ -49,8 +49,11 @@ def aggregate_jobs(jobs: JobSet, fields: Sequence[str] = ()) -> JobClasses:
     cols: dict[str, np.ndarray] = {f"T{k}": jobs.throughputs[:, k] for k in range(jobs.n_types)}
     cols["s"] = jobs.scale_factors
     cols["w"] = jobs.weights
-    for f in fields:
-        if jobs.has(f):
+    for f in (*fields, *RESOURCE_FIELDS):  # host-resource demands always tell jobs apart
+        if f == "entities":
+            if jobs.entities is not None:
+                cols["entity"] = jobs.entities
+        elif jobs.has(f):
             cols[f] = jobs.field(f)
     frame = pd.DataFrame(cols, copy=False)
     codes = frame.groupby(list(cols), sort=False, dropna=False).ngroup().to_numpy()

@@ -10,7 +10,7 @@ import pandas as pd
 
 from .errors import ValidationError, show
 
-__all__ = ["JobSet", "OPTIONAL_FIELDS"]
+__all__ = ["JobSet", "OPTIONAL_FIELDS", "RESOURCE_FIELDS"]
 
 #: Optional per-job numeric fields, with the rule each must satisfy.
 OPTIONAL_FIELDS: dict[str, str] = {
@@ -19,7 +19,12 @@ OPTIONAL_FIELDS: dict[str, str] = {
     "slos": "positive",
     "arrival_times": "finite",
     "isolated_time_elapsed": "non-negative",
+    "cpus_per_gpu": "non-negative",
+    "mem_per_gpu": "non-negative",
 }
+
+#: Per-GPU host-resource demands (job field) and the Cluster capacity each is checked against.
+RESOURCE_FIELDS: dict[str, str] = {"cpus_per_gpu": "cpus", "mem_per_gpu": "memory"}
 
 
 class JobSet:
@@ -45,6 +50,12 @@ class JobSet:
         job started (non-negative), SLO in seconds from now (positive), arrival time
         (finite), and the isolated-equivalent time the job has already used (Themis'
         finish-time fairness; non-negative).
+    entities : sequence, optional
+        Owner (user, team) of each job, for hierarchical policies.
+    cpus_per_gpu, mem_per_gpu : array-like, optional
+        Host CPU cores and host memory (GiB) the job needs per GPU it uses (non-negative);
+        a gang of ``s`` GPUs needs ``s`` times as much. LP policies then respect the
+        cluster's ``cpus`` / ``memory`` capacities (see :class:`~hetsched.Cluster`).
 
     Examples
     --------
@@ -65,6 +76,9 @@ class JobSet:
         slos: Any = None,
         arrival_times: Any = None,
         isolated_time_elapsed: Any = None,
+        entities: Sequence[Any] | None = None,
+        cpus_per_gpu: Any = None,
+        mem_per_gpu: Any = None,
     ) -> None:
         if isinstance(throughputs, pd.DataFrame):
             if gpu_types is None:
@@ -147,6 +161,8 @@ class JobSet:
             slos=slos,
             arrival_times=arrival_times,
             isolated_time_elapsed=isolated_time_elapsed,
+            cpus_per_gpu=cpus_per_gpu,
+            mem_per_gpu=mem_per_gpu,
         )
         for name, value in given.items():
             if value is None:
@@ -166,6 +182,17 @@ class JobSet:
             self._fields[name] = arr
         self._multiplicity = np.ones(n, dtype=np.int64)
         self._multiplicity.setflags(write=False)
+        self._entities: np.ndarray | None = None
+        if entities is not None:
+            ent = np.asarray(list(entities), dtype=object)
+            if ent.shape != (n,):
+                raise ValidationError(f"`entities` must have shape (n_jobs,) = ({n},); got {ent.shape}.")
+            missing = pd.isna(ent)
+            if missing.any():
+                j = int(np.flatnonzero(missing)[0])
+                raise ValidationError(f"`entities` must name an entity for every job; job {show(self._ids[j])} has none.")
+            ent.setflags(write=False)
+            self._entities = ent
 
     # --------------------------------------------------------------- accessors
     @property
@@ -212,7 +239,9 @@ class JobSet:
         return self.n_jobs
 
     def has(self, field: str) -> bool:
-        """Whether optional field ``field`` was given."""
+        """Whether optional field ``field`` (or ``"entities"``) was given."""
+        if field == "entities":
+            return self._entities is not None
         return field in self._fields
 
     def field(self, field: str, default: float | None = None) -> np.ndarray:
@@ -230,6 +259,11 @@ class JobSet:
         if default is None:
             raise KeyError(field)
         return np.full(self.n_jobs, float(default))
+
+    @property
+    def entities(self) -> np.ndarray | None:
+        """Entity (user, team) owning each job, for hierarchical policies, or ``None``."""
+        return self._entities
 
     @property
     def steps_remaining(self) -> np.ndarray | None:
@@ -270,6 +304,7 @@ class JobSet:
         out._weights = self._weights[idx]
         out._fields = {k: v[idx] for k, v in self._fields.items()}
         out._multiplicity = self._multiplicity[idx]
+        out._entities = None if self._entities is None else self._entities[idx]
         return out
 
     def with_columns(self, gpu_types: Sequence[str]) -> JobSet:
@@ -295,6 +330,8 @@ class JobSet:
         data["scale_factor"] = self._scale
         data["weight"] = self._weights
         data.update(self._fields)
+        if self._entities is not None:
+            data["entity"] = self._entities
         return pd.DataFrame(data, index=pd.Index(self._ids, name="job_id"))
 
     def __repr__(self) -> str:

@@ -9,6 +9,7 @@ from .formulations.fifo import Fifo
 from .formulations.finish_time_fairness import FinishTimeFairness
 from .formulations.max_min_fairness import MaxMinFairness
 from .formulations.max_sum_throughput import MaxSumThroughput
+from .formulations.hierarchical import HierarchicalMaxMinFairness
 from .formulations.min_makespan import MinMakespan
 from .formulations.sia import Sia
 from .formulations.water_filling import MaxMinFairnessWaterFilling
@@ -19,6 +20,7 @@ __all__ = [
     "Policy",
     "Fifo",
     "FinishTimeFairness",
+    "HierarchicalMaxMinFairness",
     "Isolated",
     "MaxMinFairness",
     "MaxMinFairnessWaterFilling",

@@ -11,6 +11,7 @@ __all__ = ["Policy", "PolicyOutcome", "list_policies", "make_policy", "register_
 _MODULES = (
     "max_min_fairness",
     "water_filling",
+    "hierarchical",
     "max_sum_throughput",
     "min_makespan",
     "finish_time_fairness",

@@ -101,57 +101,110 @@ class MaxMinFairnessWaterFilling(Policy):
 
     def solve(self, jobs: JobSet, cluster: Cluster, ctx: SolveContext) -> PolicyOutcome:
         a = self.coefficients(jobs, cluster)
-        n, m = a.shape
-        model = _LevelModel(a, jobs, cluster, ctx, self.name)
-        active = np.ones(n, dtype=bool)
-        levels: list[float] = []
-        last = None
+        fill = water_fill(a, jobs, cluster, ctx, name=self.name, rise_tol=self.rise_tol,
+                          slack_cap=self.slack_cap, max_lps=self.max_lps)
+        return fill.outcome(lambda X: self.objective_of(X, jobs, cluster))
 
-        def stop(out, status: str, what: str) -> PolicyOutcome:
-            Xv = model.lp.extract_X(out.x) if out is not None and out.has_solution else np.full((n, m), np.nan)
-            objective = self.objective_of(Xv, jobs, cluster) if out is not None and out.has_solution else float("nan")
-            return PolicyOutcome(X=Xv, objective=objective, status=status,
-                                 message=f"water filling: {what} after {len(levels)} level(s)",
-                                 extra={"levels": len(levels), "lp_solves": model.solves})
 
-        while active.any():
-            if model.solves >= self.max_lps:
-                return stop(last, "iteration_limit", f"stopped at {self.max_lps} LPs")
-            model.level_mode()
+@dataclass(frozen=True, eq=False)
+class WaterFill:
+    """Result of :func:`water_fill`: X (NaN without a solution), level per group, counters."""
+
+    X: np.ndarray
+    group_levels: np.ndarray
+    status: str
+    message: str
+    n_levels: int
+    lp_solves: int
+
+    def outcome(self, objective, **extra) -> PolicyOutcome:
+        """A :class:`PolicyOutcome` with ``objective(X)`` when X exists."""
+        value = objective(self.X) if not np.isnan(self.X).any() else float("nan")
+        return PolicyOutcome(X=self.X, objective=value, status=self.status, message=self.message,
+                             extra={"levels": self.n_levels, "lp_solves": self.lp_solves, **extra})
+
+
+def water_fill(
+    a: np.ndarray,
+    jobs: JobSet,
+    cluster: Cluster,
+    ctx: SolveContext,
+    *,
+    name: str,
+    group_of: np.ndarray | None = None,
+    group_weight: np.ndarray | None = None,
+    totals: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None,
+    rise_tol: float = 1e-7,
+    slack_cap: float = 1e-4,
+    max_lps: int = 100_000,
+) -> WaterFill:
+    r"""Lexicographic max-min of group levels :math:`\sum_{j \in g} a_j \cdot X_j / W_g`.
+
+    Parameters
+    ----------
+    a : ndarray (n, m)
+        Per-job share coefficients.
+    group_of : ndarray of int (n,), optional
+        Group (level row) of each job; default: every job its own group.
+    group_weight : ndarray (n_groups,), optional
+        :math:`W_g` (default 1): group g's level row is ``sum_{j in g} a_j . X_j >= W_g t``.
+    totals : (group_of, coefficients, floors), optional
+        Extra fixed rows ``sum_{j in h} coef_j . X_j >= floor_h`` (e.g. entity totals found
+        by an earlier water filling).
+    """
+    n, m = a.shape
+    group_of = np.arange(n) if group_of is None else np.asarray(group_of, dtype=np.int64)
+    n_groups = int(group_of.max()) + 1 if n else 0
+    weight = np.ones(n_groups) if group_weight is None else np.asarray(group_weight, dtype=float)
+    model = _LevelModel(a, jobs, cluster, ctx, name, group_of, weight, totals)
+    active = np.ones(n_groups, dtype=bool)
+    group_levels = np.full(n_groups, np.nan)
+    levels: list[float] = []
+    last = None
+
+    def stop(out, status: str, what: str) -> WaterFill:
+        X = model.lp.extract_X(out.x) if out is not None and out.has_solution else np.full((n, m), np.nan)
+        return WaterFill(X, group_levels, status, f"water filling: {what} after {len(levels)} level(s)",
+                         len(levels), model.solves)
+
+    while active.any():
+        if model.solves >= max_lps:
+            return stop(last, "iteration_limit", f"stopped at {max_lps} LPs")
+        model.level_mode()
+        out = model.solve()
+        if not out.success:
+            return stop(out, out.status, f"level LP {len(levels) + 1} ended {out.status!r}")
+        last = out
+        level = float(out.x[model.t])
+        floor = level - STAGE2_RELATIVE_SLACK * abs(level)
+        stuck = np.zeros(n_groups, dtype=bool)
+        if model.vertex_duals and out.row_dual is not None:
+            stuck = active & (np.abs(out.row_dual[model.level_rows]) > 1e-9)
+        undecided = active & ~stuck
+        # small caps: if the undecided groups that can rise can all rise together by `cap`,
+        # maximizing the capped sum raises every one of them, so one LP usually settles
+        # all of them (a convex combination of single-group raises raises all at once)
+        cap = slack_cap * max(level, 1e-12)
+        while undecided.any():
+            model.slack_mode(undecided, cap, floor)
             out = model.solve()
             if not out.success:
-                return stop(out, out.status, f"level LP {len(levels) + 1} ended {out.status!r}")
+                return stop(out, out.status, f"slack LP at level {len(levels) + 1} ended {out.status!r}")
             last = out
-            level = float(out.x[model.t])
-            floor = level - STAGE2_RELATIVE_SLACK * abs(level)
-            stuck = np.zeros(n, dtype=bool)
-            if model.vertex_duals and out.row_dual is not None:
-                stuck = active & (np.abs(out.row_dual[model.level_rows]) > 1e-9)
-            undecided = active & ~stuck
-            # small caps: if the undecided jobs that can rise can all rise together by `cap`,
-            # maximizing the capped sum raises every one of them, so one LP usually settles
-            # all of them (a convex combination of single-job raises raises all at once)
-            cap = self.slack_cap * max(level, 1e-12)
-            while undecided.any():
-                model.slack_mode(undecided, cap, floor)
-                out = model.solve()
-                if not out.success:
-                    return stop(out, out.status, f"slack LP at level {len(levels) + 1} ended {out.status!r}")
-                last = out
-                rose = undecided & (out.x[model.s_cols] > self.rise_tol * max(level, 1e-12))
-                if not rose.any():
-                    stuck |= undecided
-                    break
-                undecided &= ~rose
-            model.freeze(stuck, floor)
-            active &= ~stuck
-            levels.append(level)
-        Xv = model.lp.extract_X(last.x)
-        return PolicyOutcome(
-            X=Xv, objective=self.objective_of(Xv, jobs, cluster), status="optimal",
-            message=f"water filling: {len(levels)} level(s), {model.solves} LP solve(s) ({model.mode})",
-            extra={"levels": len(levels), "lp_solves": model.solves},
-        )
+            rose = undecided & (out.x[model.s_cols] > rise_tol * max(level, 1e-12))
+            if not rose.any():
+                stuck |= undecided
+                break
+            undecided &= ~rose
+        model.freeze(stuck, floor * weight[stuck])
+        group_levels[stuck] = level
+        active &= ~stuck
+        levels.append(level)
+    if last is None:  # no groups
+        return WaterFill(np.zeros((n, m)), group_levels, "optimal", "water filling: nothing to fill", 0, 0)
+    return WaterFill(model.lp.extract_X(last.x), group_levels, "optimal",
+                     f"water filling: {len(levels)} level(s), {model.solves} LP solve(s) ({model.mode})",
+                     len(levels), model.solves)
 
 
 class _LevelModel:
@@ -159,26 +212,35 @@ class _LevelModel:
 
     Two modes with the same changes: ``"warm"`` (solver "auto" or "highs") keeps it loaded
     in a HiGHS session and re-solves from the previous basis (the first solve uses IPX with
-    crossover when large; vertex duals name stuck jobs); ``"rebuild"`` (any other backend)
+    crossover when large; vertex duals name stuck groups); ``"rebuild"`` (any other backend)
     applies the changes to arrays and sends a fresh program through ``ctx.run``.
     """
 
-    def __init__(self, a: np.ndarray, jobs: JobSet, cluster: Cluster, ctx: SolveContext, name: str) -> None:
-        n = a.shape[0]
+    def __init__(self, a: np.ndarray, jobs: JobSet, cluster: Cluster, ctx: SolveContext, name: str,
+                 group_of: np.ndarray, weight: np.ndarray, totals) -> None:
+        n_groups = weight.shape[0]
         with ctx.building():
             b = ProgramBuilder()
-            X = b.add_allocation(a > 0)
+            usable = a > 0
+            if totals is not None:
+                usable = usable | (totals[1] > 0)
+            X = b.add_allocation(usable)
             self.t = b.add_vars(1, lb=0.0, ub=np.inf, cost=1.0)
-            s = b.add_vars(n, lb=0.0, ub=0.0, cost=0.0)
-            add_base_rows(b, X, jobs, cluster.capacities(jobs.gpu_types))
+            s = b.add_vars(n_groups, lb=0.0, ub=0.0, cost=0.0)
+            add_base_rows(b, X, jobs, cluster.capacities(jobs.gpu_types), cluster=cluster)
+            g = np.arange(n_groups)
             self.level_rows = b.add_rows(
-                rows=np.concatenate([X.job, np.arange(n), np.arange(n)]),
-                cols=np.concatenate([X.cols, np.full(n, self.t), s + np.arange(n)]),
-                vals=np.concatenate([a[X.job, X.gpu], -np.ones(n), -np.ones(n)]),
-                lb=0.0, ub=np.inf, n_rows=n,
-            ) + np.arange(n)
+                rows=np.concatenate([group_of[X.job], g, g]),
+                cols=np.concatenate([X.cols, np.full(n_groups, self.t), s + g]),
+                vals=np.concatenate([a[X.job, X.gpu], -weight, -np.ones(n_groups)]),
+                lb=0.0, ub=np.inf, n_rows=n_groups,
+            ) + g
+            if totals is not None:
+                h_of, coef, floors = totals
+                b.add_rows(rows=np.asarray(h_of)[X.job], cols=X.cols, vals=coef[X.job, X.gpu],
+                           lb=floors, ub=np.inf, n_rows=len(floors))
             self.lp = b.build(sense="max", x_index=X.x_index, name=name)
-        self.s_cols = s + np.arange(n)
+        self.s_cols = s + np.arange(n_groups)
         self.ctx = ctx
         lp = self.lp
         large = lp.n_vars >= AUTO_IPM_MIN_VARS
@@ -196,7 +258,6 @@ class _LevelModel:
         starts, ends = self.A.indptr[self.level_rows], self.A.indptr[self.level_rows + 1]
         self.t_pos = np.array([st + int(np.flatnonzero(self.A.indices[st:en] == self.t)[0])
                                for st, en in zip(starts, ends)], dtype=np.int64)
-
     def _costs(self, cols, values) -> None:
         self.c[cols] = values
         if self.session is not None:
@@ -221,8 +282,8 @@ class _LevelModel:
         self._costs(self.s_cols, undecided.astype(float))
         self._bounds(self.s_cols, 0.0, np.where(undecided, cap, 0.0))
 
-    def freeze(self, stuck: np.ndarray, floor: float) -> None:
-        """Rows of ``stuck`` jobs lose t and keep ``share >= floor``."""
+    def freeze(self, stuck: np.ndarray, floor: np.ndarray) -> None:
+        """Rows of ``stuck`` groups lose t and keep ``row >= floor`` (one floor per stuck group)."""
         rows = self.level_rows[stuck]
         self.A.data[self.t_pos[stuck]] = 0.0
         self.row_lb[rows] = floor

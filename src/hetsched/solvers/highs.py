@@ -33,6 +33,14 @@ def _status_table() -> dict[Any, str]:
     }
 
 
+def _presolve_doubts() -> tuple[Any, ...]:
+    """Model statuses that are re-checked with presolve off."""
+    import highspy
+
+    S = highspy.HighsModelStatus
+    return (S.kInfeasible, S.kUnboundedOrInfeasible)
+
+
 def load_model(h: Any, lp: LinearProgram) -> None:
     """Pass ``lp`` to the ``highspy.Highs`` object ``h`` as one CSC model."""
     import highspy
@@ -103,6 +111,16 @@ class HighsBackend(Backend):
         load_model(h, lp)
         run_status = h.run()
         native = h.getModelStatus()
+        if native in _presolve_doubts() and "presolve" not in (options or {}) and not lp.is_mip:
+            # HiGHS' presolve, with the tight 1e-9 tolerances set above, has declared
+            # feasible LPs infeasible (seen on hierarchical FIFO rank LPs whose rows sit
+            # exactly on their floors); a verdict of infeasibility is re-checked without it
+            log.debug("highs %s: %s with presolve; re-checking without presolve", lp.name,
+                      h.modelStatusToString(native))
+            h.setOptionValue("presolve", "off")
+            h.clearSolver()
+            run_status = h.run()
+            native = h.getModelStatus()
         status = map_status(native, _status_table())
         native_str = h.modelStatusToString(native)
         if native == highspy.HighsModelStatus.kModelEmpty and lp.n_rows and (

@@ -17,7 +17,7 @@ import numpy as np
 from ..errors import SolverError, ValidationError
 from ..program import LinearProgram
 from .base import SolverOutput, map_status
-from .highs import _status_table, load_model
+from .highs import _presolve_doubts, _status_table, load_model
 
 __all__ = ["HighsSession"]
 
@@ -93,6 +93,11 @@ class HighsSession:
         self.h.setOptionValue("time_limit", float(time_limit) if time_limit is not None else float("inf"))
         self.h.run()
         native = self.h.getModelStatus()
+        if native in _presolve_doubts():  # re-check an infeasibility verdict without presolve
+            self.h.setOptionValue("presolve", "off")
+            self.h.run()
+            native = self.h.getModelStatus()
+            self.h.setOptionValue("presolve", "choose")
         status = map_status(native, _status_table())
         native_str = self.h.modelStatusToString(native)
         if status == "unknown":
