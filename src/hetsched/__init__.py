@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import logging
 
-from . import mechanism, policies
+from . import mechanism, policies, sim
 from .api import solve, validate_problem
 from .cluster import Cluster
 from .errors import (
@@ -29,6 +29,7 @@ from .program import LinearProgram
 from .result import Allocation
 from .mechanism import RoundPlan, ShareHistory, carve_shares, plan_round
 from .placement import Placement, PlacementCosts, place, place_plan
+from .sim import SimulationResult, Trace, generate_workload, load_trace, simulate, sweep
 from .solvers import available_solvers
 from .topology import Server, Topology
 from .throughputs import PairThroughputs, ThroughputCatalogue, generate_catalogue, load_gavel_throughputs
@@ -53,6 +54,13 @@ __all__ = [
     "ValidationError",
     "PairThroughputs",
     "RoundPlan",
+    "SimulationResult",
+    "Trace",
+    "generate_workload",
+    "load_trace",
+    "sim",
+    "simulate",
+    "sweep",
     "ShareHistory",
     "carve_shares",
     "mechanism",

@@ -1,6 +1,16 @@
-"""Command line: ``python -m hetsched demo`` and ``python -m hetsched policies``.
+"""Command line: ``python -m hetsched {demo,policies,solve,simulate,sweep,bench,plot}``.
 
 The command line is the one place in hetsched that prints; the library logs.
+
+* ``demo`` — a short simulation of generated jobs under every policy; prints the summary.
+* ``policies`` — the registered policy names.
+* ``solve`` — one allocation for generated (or traced) jobs.
+* ``simulate`` — replay a generated workload, a trace file or a TOML experiment; writes
+  ``jobs.csv``, ``rounds.csv`` and ``summary.json`` with ``--out``.
+* ``sweep`` — policies x loads x seeds through a process pool (or a TOML experiment);
+  writes ``sweep.csv``.
+* ``bench`` — simulation speed on Gavel's setup.
+* ``plot`` — figures from a ``simulate --out`` directory or a ``sweep.csv``.
 
 Examples
 --------
@@ -20,20 +30,83 @@ import logging
 import math
 import sys
 from collections.abc import Sequence
-from typing import TextIO
+from pathlib import Path
+from typing import Any, TextIO
 
 import numpy as np
 
 from .cluster import Cluster
-from .errors import HetschedError, MissingFieldError, ValidationError
+from .errors import HetschedError, ValidationError
 from .throughputs import DEFAULT_SPEEDUPS, ThroughputCatalogue, generate_catalogue, load_gavel_throughputs
-from .workloads import sample_jobs
 
 __all__ = ["DEMO_PRICES", "main"]
 
 #: $ per GPU-hour used by the demo cluster (Google Cloud on-demand list prices, 2020;
 #: see docs/data.md). Only cost-aware policies read them.
 DEMO_PRICES: dict[str, float] = {"k80": 0.45, "p100": 1.46, "v100": 2.48, "a100": 2.93}
+
+#: Default cluster of simulate / sweep / solve: Gavel's 36 V100 + 36 P100 + 36 K80.
+DEFAULT_CLUSTER = "v100=36,p100=36,k80=36"
+
+_SUMMARY_ROWS = (
+    ("jobs (measured / completed)", None),
+    ("avg JCT (h)", "avg_jct"),
+    ("median JCT (h)", "median_jct"),
+    ("p99 JCT (h)", "p99_jct"),
+    ("makespan (h)", "makespan"),
+    ("avg queueing delay (h)", "avg_queueing_delay"),
+    ("worst FTF rho", "worst_ftf"),
+    ("share FTF rho > 1.05", "share_ftf_above_1_05"),
+    ("utilization", "utilization"),
+    ("preemptions", "preemptions"),
+    ("migrations", "migrations"),
+    ("SLO violations", "slo_violations"),
+    ("rounds / solves", None),
+    ("simulated hours", "simulated_hours"),
+    ("wall s (policy/mechanism/placement)", None),
+    ("simulated hours per wall s", "sim_hours_per_wall_s"),
+)
+
+
+# ----------------------------------------------------------------------------- parser
+def _add_workload_args(p: argparse.ArgumentParser, *, jobs_default: int = 200) -> None:
+    g = p.add_argument_group("workload")
+    g.add_argument("--jobs", "-n", type=int, default=jobs_default, help=f"generated jobs (default {jobs_default})")
+    g.add_argument("--seed", type=int, default=0, help="random seed (default 0)")
+    g.add_argument("--rate", "--arrival-rate", "--load", dest="rate", type=float, default=4.0,
+                   help="Poisson arrivals, jobs per hour (default 4)")
+    g.add_argument("--single-gpu", action="store_true", help="only 1-GPU jobs (Gavel's continuous-single trace)")
+    g.add_argument("--long-job-prob", type=float, default=0.2, help="probability of a long job (default 0.2)")
+    g.add_argument("--throughputs", metavar="PATH", default=None,
+                   help="local Gavel-format throughput JSON (default: the built-in generator)")
+    g.add_argument("--trace", metavar="PATH", default=None, help="replay a trace file instead of generated jobs")
+    g.add_argument("--trace-format", choices=("gavel", "philly", "helios", "pai"), default=None,
+                   help="trace format (default from the file name)")
+    g.add_argument("--task-path", metavar="PATH", default=None, help="PAI task table (with --trace-format pai)")
+    c = p.add_argument_group("cluster")
+    c.add_argument("--cluster", "--gpus", dest="cluster", default=DEFAULT_CLUSTER,
+                   help=f"GPU counts TYPE=N,... (default {DEFAULT_CLUSTER})")
+    c.add_argument("--gpus-per-server", type=int, default=None,
+                   help="cut the cluster into servers of this size (enables placement)")
+
+
+def _add_sim_args(p: argparse.ArgumentParser) -> None:
+    g = p.add_argument_group("simulation")
+    g.add_argument("--round-seconds", type=float, default=360.0, help="round length (default 360 s)")
+    g.add_argument("--mechanism", choices=("rounds", "ideal"), default="rounds")
+    pl = g.add_mutually_exclusive_group()
+    pl.add_argument("--placement", dest="placement", action="store_true", default=None,
+                    help="place rounds on servers (default: when --gpus-per-server is given)")
+    pl.add_argument("--no-placement", dest="placement", action="store_false")
+    g.add_argument("--reallocate", default="on_change",
+                   help="'on_change' (default) or a re-solve period in seconds")
+    g.add_argument("--window", nargs=2, type=float, metavar=("START", "END"), default=None,
+                   help="measure jobs START <= position < END (Gavel's -s/-e)")
+    g.add_argument("--window-unit", choices=("jobs", "seconds"), default="jobs")
+    g.add_argument("--max-time", type=float, default=None, help="stop at this simulated time (seconds)")
+    g.add_argument("--wall-time-limit", type=float, default=None, help="stop after this many wall seconds")
+    g.add_argument("--solver", default="auto", help="solver backend (default auto)")
+    g.add_argument("--rule", choices=("gavel", "deficit"), default="gavel", help="mechanism priority rule")
 
 
 def _build_parser() -> argparse.ArgumentParser:
@@ -46,34 +119,74 @@ def _build_parser() -> argparse.ArgumentParser:
 
     sub.add_parser("policies", help="list the registered policy names")
 
-    demo = sub.add_parser(
-        "demo",
-        help="sample jobs from a throughput table and solve every policy on a Gavel-like cluster",
-    )
-    demo.add_argument("--jobs", type=int, default=100, help="number of jobs (default 100)")
+    demo = sub.add_parser("demo", help="simulate a short generated workload under every policy and print the summary")
+    demo.add_argument("--jobs", type=int, default=30, help="number of jobs (default 30)")
     demo.add_argument("--seed", type=int, default=0, help="random seed (default 0)")
     demo.add_argument("--policies", default=None, help="comma-separated policy names (default: all)")
-    demo.add_argument(
-        "--gpu-types",
-        default=None,
-        help="comma-separated GPU types, optionally NAME=SPEEDUP for the generator "
-        "(default: v100,p100,k80, or every type of --throughputs)",
-    )
-    demo.add_argument("--gpus-per-type", type=int, default=36, help="GPUs of each type (default 36, as in Gavel)")
-    demo.add_argument(
-        "--throughputs",
-        default=None,
-        metavar="PATH",
-        help="a local Gavel-format throughput JSON to use instead of the built-in generator",
-    )
+    demo.add_argument("--gpu-types", default=None,
+                      help="comma-separated GPU types, optionally NAME=SPEEDUP for the generator "
+                      "(default: v100,p100,k80, or every type of --throughputs)")
+    demo.add_argument("--gpus-per-type", type=int, default=8, help="GPUs of each type (default 8)")
+    demo.add_argument("--throughputs", default=None, metavar="PATH",
+                      help="a local Gavel-format throughput JSON to use instead of the built-in generator")
     demo.add_argument("--solver", default="auto", help="solver backend (default auto)")
-    demo.add_argument("--time-limit", type=float, default=None, help="seconds per policy")
-    demo.add_argument(
-        "--arrival-rate", type=float, default=20.0, help="Poisson arrivals per hour for arrival_times (default 20)"
-    )
+    demo.add_argument("--time-limit", type=float, default=None, help="seconds per solve")
+    demo.add_argument("--arrival-rate", type=float, default=20.0, help="Poisson arrivals per hour (default 20)")
+    demo.add_argument("--round-seconds", type=float, default=360.0, help="round length (default 360 s)")
+
+    solve = sub.add_parser("solve", help="solve one allocation for generated jobs and print it")
+    solve.add_argument("--policy", default="max_min_fairness", help="policy name (default max_min_fairness)")
+    solve.add_argument("--param", action="append", default=[], metavar="KEY=VALUE", help="policy parameter")
+    _add_workload_args(solve, jobs_default=100)
+    solve.add_argument("--solver", default="auto")
+    solve.add_argument("--time-limit", type=float, default=None)
+    solve.add_argument("--out", "-o", metavar="CSV", default=None, help="write the allocation as CSV")
+
+    sim = sub.add_parser("simulate", help="replay a workload through a policy; print and write the summary")
+    sim.add_argument("--policy", default="max_min_fairness", help="policy name (default max_min_fairness)")
+    sim.add_argument("--param", action="append", default=[], metavar="KEY=VALUE",
+                     help="policy parameter, e.g. heterogeneity_aware=false (repeatable)")
+    sim.add_argument("--config", metavar="TOML", default=None, help="a TOML experiment (overrides the flags)")
+    _add_workload_args(sim)
+    _add_sim_args(sim)
+    sim.add_argument("--out", "-o", "--output", dest="out", metavar="DIR", default=None,
+                     help="write DIR/jobs.csv, DIR/rounds.csv and DIR/summary.json")
+    sim.add_argument("--runs", action="store_true", help="also write DIR/runs.csv (the run log)")
+    pr = sim.add_mutually_exclusive_group()
+    pr.add_argument("--progress", dest="progress", action="store_true", default=None, help="progress bar")
+    pr.add_argument("--no-progress", dest="progress", action="store_false")
+
+    sw = sub.add_parser("sweep", help="policies x loads x seeds through a process pool; writes sweep.csv")
+    sw.add_argument("--config", metavar="TOML", default=None, help="a TOML experiment")
+    sw.add_argument("--policies", default="max_min_fairness", help="comma-separated policy names")
+    sw.add_argument("--agnostic", action="store_true",
+                    help="also run max_min_fairness(heterogeneity_aware=False)")
+    sw.add_argument("--loads", default="2,4", help="comma-separated arrival rates, jobs/hour")
+    sw.add_argument("--seeds", default="0", help="comma-separated seeds")
+    _add_workload_args(sw)
+    _add_sim_args(sw)
+    sw.add_argument("--workers", type=int, default=None, help="processes (default: CPU count; 1: in process)")
+    sw.add_argument("--out", "-o", metavar="DIR", default=None, help="write DIR/sweep.csv (and DIR/jct_vs_load.png)")
+    sw.add_argument("--plot", action="store_true", help="also plot average JCT vs load")
+
+    b = sub.add_parser("bench", help="simulation speed on Gavel's setup (36 V100 + 36 P100 + 36 K80)")
+    b.add_argument("--loads", default="2", help="comma-separated arrival rates, jobs/hour (default 2)")
+    b.add_argument("--window", nargs=2, type=int, default=(100, 300), metavar=("START", "END"))
+    b.add_argument("--mix", choices=("single", "multi"), default="single")
+    b.add_argument("--placement", action="store_true")
+    b.add_argument("--throughputs", metavar="PATH", default=None, help="Gavel's measured table (default: generated)")
+    b.add_argument("--seed", type=int, default=0)
+    b.add_argument("--out", "-o", metavar="CSV", default=None)
+
+    pt = sub.add_parser("plot", help="plot a simulate --out directory or a sweep.csv")
+    pt.add_argument("input", help="a directory written by simulate --out, or a sweep CSV")
+    pt.add_argument("--kind", choices=("jct_cdf", "ftf_cdf", "utilization", "solver_time", "jct_vs_load"),
+                    default=None, help="default: jct_cdf for a directory, jct_vs_load for a CSV")
+    pt.add_argument("--out", "-o", metavar="PNG", required=True)
     return parser
 
 
+# ----------------------------------------------------------------------------- main
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the command line; return the exit code.
 
@@ -85,7 +198,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     Returns
     -------
     int
-        0 on success; 1 when any solve failed; 2 for bad arguments.
+        0 on success; 1 when a solve or simulation failed; 2 for bad arguments.
     """
     parser = _build_parser()
     try:
@@ -102,13 +215,19 @@ def main(argv: Sequence[str] | None = None) -> int:
         for name in list_policies():
             print(name, file=out)
         return 0
+    handlers = {"demo": _demo, "solve": _solve, "simulate": _simulate, "sweep": _sweep, "bench": _bench,
+                "plot": _plot}
     try:
-        return _demo(args, out)
+        return handlers[args.command](args, out)
     except ValidationError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    except ImportError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
 
 
+# ----------------------------------------------------------------------------- helpers
 def _parse_gpu_types(text: str | None) -> list[str] | dict[str, float] | None:
     if text is None:
         return None
@@ -134,8 +253,164 @@ def _parse_gpu_types(text: str | None) -> list[str] | dict[str, float] | None:
     return table
 
 
+def _parse_cluster(text: str, gpus_per_server: int | None) -> Cluster:
+    counts: dict[str, int] = {}
+    for item in (t.strip() for t in text.split(",")):
+        if not item:
+            continue
+        name, sep, value = item.partition("=")
+        try:
+            n = int(value)
+        except ValueError:
+            n = -1
+        if not sep or not name or n < 0:
+            raise ValidationError(f"`--cluster` must be TYPE=COUNT,... with non-negative integer counts; got {item!r}.")
+        counts[name.strip()] = n
+    if not counts:
+        raise ValidationError(f"`--cluster` must name at least one GPU type; got {text!r}.")
+    if gpus_per_server is not None:
+        if gpus_per_server < 1:
+            raise ValidationError(f"`--gpus-per-server` must be a positive integer; got {gpus_per_server}.")
+        return Cluster.from_servers(counts, gpus_per_server=gpus_per_server)
+    return Cluster(counts)
+
+
+def _parse_list(text: str, kind: type, name: str) -> list:
+    try:
+        vals = [kind(t.strip()) for t in text.split(",") if t.strip()]
+    except ValueError:
+        raise ValidationError(f"`{name}` must be a comma-separated list of {kind.__name__}s; got {text!r}.") from None
+    if not vals:
+        raise ValidationError(f"`{name}` must name at least one value; got {text!r}.")
+    return vals
+
+
+def _parse_value(text: str) -> Any:
+    low = text.strip().lower()
+    if low in ("true", "false"):
+        return low == "true"
+    for kind in (int, float):
+        try:
+            return kind(text)
+        except ValueError:
+            pass
+    return text
+
+
+def _make_policy(name: str, params: Sequence[str]):
+    import dataclasses
+
+    from .formulations.base import make_policy
+
+    pol = make_policy(name)
+    if not params:
+        return pol
+    kw = {}
+    for item in params:
+        key, sep, value = item.partition("=")
+        if not sep or not key:
+            raise ValidationError(f"`--param` must be KEY=VALUE; got {item!r}.")
+        kw[key.strip()] = _parse_value(value)
+    try:
+        return dataclasses.replace(pol, **kw)
+    except TypeError:
+        fields = [f.name for f in dataclasses.fields(pol)]
+        raise ValidationError(f"`--param` {sorted(kw)} are not parameters of {name!r}; its parameters: {fields}.") from None
+
+
+def _catalogue(args: argparse.Namespace, gpu_types: Sequence[str] | None = None) -> ThroughputCatalogue:
+    if args.throughputs is not None:
+        cat = load_gavel_throughputs(args.throughputs)
+        if gpu_types is not None:
+            known = [t for t in gpu_types if t in cat.gpu_types]
+            if known:
+                cat = cat.subset(known)
+        return cat
+    types = tuple(gpu_types) if gpu_types is not None else ("v100", "p100", "k80")
+    spec = {t: DEFAULT_SPEEDUPS[t] for t in types if t in DEFAULT_SPEEDUPS}
+    unknown = [t for t in types if t not in DEFAULT_SPEEDUPS]
+    if unknown:
+        raise ValidationError(
+            f"`--cluster` names GPU types {unknown} that the generator has no speedup for "
+            f"(known: {sorted(DEFAULT_SPEEDUPS)}); pass --throughputs with a table that has them."
+        )
+    return generate_catalogue(gpu_types=spec, seed=args.seed)
+
+
+def _workload(args: argparse.Namespace, cluster: Cluster):
+    from .sim import generate_workload, load_trace
+
+    if args.trace is not None:
+        return load_trace(args.trace, args.trace_format, throughputs=args.throughputs, task_path=args.task_path,
+                          seed=args.seed, cluster=cluster)
+    if args.jobs < 0:
+        raise ValidationError(f"`--jobs` must be a non-negative integer; got {args.jobs}.")
+    cat = _catalogue(args, cluster.gpu_types)
+    probs = {1: 1.0} if args.single_gpu else (0.70, 0.10, 0.15, 0.05)
+    return generate_workload(args.jobs, rate_per_hour=args.rate, seed=args.seed, catalogue=cat,
+                             scale_factor_probs=probs, long_job_prob=args.long_job_prob)
+
+
+def _sim_kwargs(args: argparse.Namespace) -> dict[str, Any]:
+    realloc: Any = args.reallocate
+    if realloc != "on_change":
+        try:
+            realloc = float(realloc)
+        except ValueError:
+            raise ValidationError(f"`--reallocate` must be 'on_change' or seconds; got {args.reallocate!r}.") from None
+    return {
+        "round_seconds": args.round_seconds,
+        "mechanism": args.mechanism,
+        "placement": args.placement,
+        "reallocate": realloc,
+        "window": None if args.window is None else (args.window[0], args.window[1]),
+        "window_unit": args.window_unit,
+        "max_time": args.max_time,
+        "wall_time_limit": args.wall_time_limit,
+        "solver": args.solver,
+        "rule": args.rule,
+    }
+
+
+def _h(value: Any) -> str:
+    if value is None or (isinstance(value, float) and not math.isfinite(value)):
+        return "-"
+    return f"{value / 3600:.3f}"
+
+
+def _num(value: Any, fmt: str = ".3f") -> str:
+    if value is None or (isinstance(value, float) and not math.isfinite(value)):
+        return "-"
+    if isinstance(value, (int, np.integer)):
+        return str(int(value))
+    return format(value, fmt)
+
+
+def _print_summary(res, out: TextIO) -> None:
+    s = res.summary
+    rows = []
+    for label, key in _SUMMARY_ROWS:
+        if label.startswith("jobs"):
+            val = f"{s['n_measured']} / {s['n_completed']}"
+        elif label.startswith("rounds"):
+            val = f"{s['n_rounds']} / {s['n_solves']}"
+        elif label.startswith("wall"):
+            val = f"{s['wall_s']:.2f} ({s['policy_s']:.2f}/{s['mechanism_s']:.2f}/{s['placement_s']:.2f})"
+        elif label.endswith("(h)"):
+            val = _h(s.get(key))
+        else:
+            val = _num(s.get(key))
+        rows.append((label, val))
+    width = max(len(r[0]) for r in rows)
+    print(f"policy {res.config['policy']} on {res.config['cluster']} — {s['status']}", file=out)
+    for label, val in rows:
+        print(f"  {label:<{width}}  {val}", file=out)
+
+
+# ----------------------------------------------------------------------------- commands
 def _demo(args: argparse.Namespace, out: TextIO) -> int:
     import hetsched as hs
+    from .sim import generate_workload, simulate
 
     if args.jobs < 1:
         raise ValidationError(f"`--jobs` must be a positive integer; got {args.jobs}.")
@@ -150,7 +425,6 @@ def _demo(args: argparse.Namespace, out: TextIO) -> int:
         if unknown or not names:
             raise ValidationError(f"`--policies` must name registered policies {known}; unknown: {unknown or names}.")
     gpu_spec = _parse_gpu_types(args.gpu_types)
-    catalogue: ThroughputCatalogue
     if args.throughputs is not None:
         catalogue = load_gavel_throughputs(args.throughputs)
         if gpu_spec is not None:
@@ -159,46 +433,192 @@ def _demo(args: argparse.Namespace, out: TextIO) -> int:
     else:
         catalogue = generate_catalogue(gpu_types=gpu_spec or ("v100", "p100", "k80"), seed=args.seed)
         source = "generated catalogue"
-    workload = sample_jobs(catalogue, args.jobs, seed=args.seed, arrival_rate_per_hour=args.arrival_rate)
-    jobs = workload.jobs
+    # Short jobs only (32 min to 17 h) so that the demo drains in seconds.
+    trace = generate_workload(args.jobs, rate_per_hour=args.arrival_rate, seed=args.seed, catalogue=catalogue,
+                              long_job_prob=0.0)
     counts = {t: args.gpus_per_type for t in catalogue.gpu_types}
     prices = {t: DEMO_PRICES[t] for t in catalogue.gpu_types if t in DEMO_PRICES}
     cluster = Cluster(counts, prices=prices or None)
     print(
-        f"demo: {jobs.n_jobs} jobs (seed {args.seed}) from {source} "
-        f"({len(catalogue.job_type_names)} job types x scale factors {list(catalogue.available_scale_factors)}); "
-        f"cluster {cluster.as_dict()}",
+        f"demo: simulated {trace.n_jobs} jobs (seed {args.seed}, Poisson {args.arrival_rate:g}/h, short jobs) from "
+        f"{source} ({len(catalogue.job_type_names)} job types x scale factors "
+        f"{list(catalogue.available_scale_factors)}); cluster {cluster.as_dict()}; rounds of {args.round_seconds:g} s",
         file=out,
     )
-    types = "/".join(catalogue.gpu_types)
-    header = f"{'policy':<24} {'status':<12} {'objective':>12} {'solve_s':>9} {'mean_thr':>10}  GPUs used ({types})"
+    header = (f"{'policy':<32} {'avg JCT h':>9} {'p99 JCT h':>9} {'makespan h':>10} {'worst FTF':>9} "
+              f"{'util':>6} {'preempt':>7} {'solves':>6} {'wall s':>7}")
     print(header, file=out)
     print("-" * len(header), file=out)
     notes: list[str] = []
     failed = 0
     for name in names:
         try:
-            res = hs.solve(name, jobs, cluster, solver=args.solver, time_limit=args.time_limit)
-        except MissingFieldError as exc:
-            notes.append(f"note: skipped {name!r}: {exc}")
-            continue
+            res = simulate(name, trace, cluster, round_seconds=args.round_seconds, solver=args.solver,
+                           solve_time_limit=args.time_limit, record_runs=False)
         except HetschedError as exc:
+            if isinstance(exc, ValidationError):
+                notes.append(f"note: skipped {name!r}: {exc}")
+                continue
             failed += 1
-            print(f"{name:<24} {'error':<12} {'':>12} {'':>9} {'':>10}  {type(exc).__name__}", file=out)
+            print(f"{name:<32} {'error':>9}  {type(exc).__name__}", file=out)
             notes.append(f"error: {name!r} failed: {exc}")
             continue
-        if not res.success:
-            failed += 1
-        used = (jobs.scale_factors[:, None] * res.X).sum(axis=0) if res.X.size else np.zeros(jobs.n_types)
-        mean_thr = float(np.mean(res.effective_throughput)) if res.X.size else math.nan
-        used_txt = "/".join(f"{u:.1f}" for u in used)
+        s = res.summary
+        if s["failed_solves"]:
+            notes.append(f"note: {name!r}: {s['failed_solves']} solve(s) did not succeed; the previous allocation was kept")
         print(
-            f"{name:<24} {res.status:<12} {res.objective:>12.6g} {res.timings.get('total_s', math.nan):>9.3f} "
-            f"{mean_thr:>10.4g}  {used_txt}",
+            f"{name:<32} {_h(s['avg_jct']):>9} {_h(s['p99_jct']):>9} {_h(s['makespan']):>10} "
+            f"{_num(s['worst_ftf']):>9} {_num(s['utilization']):>6} {s['preemptions']:>7} {s['n_solves']:>6} "
+            f"{s['wall_s']:>7.2f}",
             file=out,
         )
-        if not res.success:
-            notes.append(f"error: {name!r} did not succeed: {res.message}")
     for line in notes:
         print(line, file=out)
     return 1 if failed else 0
+
+
+def _solve(args: argparse.Namespace, out: TextIO) -> int:
+    import hetsched as hs
+
+    cluster = _parse_cluster(args.cluster, args.gpus_per_server)
+    trace = _workload(args, cluster)
+    pol = _make_policy(args.policy, args.param)
+    jobs = trace.jobs.with_columns(cluster.gpu_types)
+    res = hs.solve(pol, jobs, cluster, solver=args.solver, time_limit=args.time_limit)
+    used = (jobs.scale_factors[:, None] * res.X).sum(axis=0) if res.has_solution and res.X.size else np.zeros(jobs.n_types)
+    print(f"{pol.name}: {res.status} objective={res.objective:.6g} ({jobs.n_jobs} jobs, {res.sizes.get('n_classes')} classes, "
+          f"{res.timings.get('total_s', math.nan):.3f} s, solver {res.solver})", file=out)
+    print("GPUs used: " + ", ".join(f"{t} {u:.2f}/{c}" for t, u, c in zip(jobs.gpu_types, used, cluster.capacities(jobs.gpu_types).astype(int))), file=out)
+    if args.out is not None:
+        Path(args.out).parent.mkdir(parents=True, exist_ok=True)
+        res.to_frame().to_csv(args.out)
+        print(f"wrote {args.out}", file=out)
+    return 0 if res.success else 1
+
+
+def _simulate(args: argparse.Namespace, out: TextIO) -> int:
+    from .sim import SimulationResult, run_config, simulate
+
+    progress = "auto" if args.progress is None else args.progress
+    if args.config is not None:
+        res = run_config(args.config, progress=progress)
+        if not isinstance(res, SimulationResult):
+            raise ValidationError(f"`--config` {args.config!r} describes {len(res)} runs; use `sweep --config` for it.")
+    else:
+        cluster = _parse_cluster(args.cluster, args.gpus_per_server)
+        trace = _workload(args, cluster)
+        pol = _make_policy(args.policy, args.param)
+        res = simulate(pol, trace, cluster, seed=args.seed, progress=progress, record_runs=args.runs,
+                       **_sim_kwargs(args))
+    _print_summary(res, out)
+    if args.out is not None:
+        res.to_dir(args.out, runs=args.runs)
+        print(f"wrote {Path(args.out) / 'jobs.csv'}, rounds.csv, summary.json", file=out)
+    return 0 if res.summary["failed_solves"] == 0 else 1
+
+
+def _sweep(args: argparse.Namespace, out: TextIO) -> int:
+    from .sim import run_config, sweep
+
+    if args.config is not None:
+        df = run_config(args.config, max_workers=args.workers, progress=True if sys.stderr.isatty() else None)
+        if not hasattr(df, "columns"):
+            raise ValidationError(f"`--config` {args.config!r} describes one run; use `simulate --config` for it.")
+    else:
+        cluster = _parse_cluster(args.cluster, args.gpus_per_server)
+        policies: dict[str, Any] = {}
+        for name in (p.strip() for p in args.policies.split(",") if p.strip()):
+            pol = _make_policy(name, [])
+            policies[name] = pol
+        if args.agnostic:
+            from .policies import MaxMinFairness
+
+            policies["max_min_fairness(heterogeneity_aware=False)"] = MaxMinFairness(heterogeneity_aware=False)
+        grid: dict[str, Any] = {
+            "policy": policies,
+            "load": _parse_list(args.loads, float, "--loads"),
+            "seed": _parse_list(args.seeds, int, "--seeds"),
+            "n_jobs": args.jobs,
+            "cluster": cluster,
+            "long_job_prob": args.long_job_prob,
+        }
+        if args.single_gpu:
+            grid["scale_factor_probs"] = {1: 1.0}
+        if args.throughputs is not None:
+            grid["catalogue"] = _catalogue(args, cluster.gpu_types)
+        for k, v in _sim_kwargs(args).items():
+            if v is not None:
+                grid[k] = v
+        df = sweep(grid, max_workers=args.workers, progress=True if sys.stderr.isatty() else None)
+    cols = [c for c in ("policy", "load", "seed", "n_completed", "avg_jct_hours", "worst_ftf", "utilization",
+                        "status", "error") if c in df]
+    with_pd_opts(lambda: print(df[cols].to_string(index=False), file=out))
+    if args.out is not None:
+        d = Path(args.out)
+        d.mkdir(parents=True, exist_ok=True)
+        df.to_csv(d / "sweep.csv", index=False)
+        print(f"wrote {d / 'sweep.csv'}", file=out)
+        if args.plot:
+            from .sim import plots
+
+            ax = plots.jct_vs_load(df)
+            ax.figure.savefig(d / "jct_vs_load.png", dpi=120)
+            print(f"wrote {d / 'jct_vs_load.png'}", file=out)
+    failed = int((df["error"].notna() & (df["error"].astype(str) != "")).sum()) if "error" in df else 0
+    return 1 if failed else 0
+
+
+def with_pd_opts(fn) -> None:
+    import pandas as pd
+
+    with pd.option_context("display.width", 200, "display.max_columns", 20, "display.float_format", "{:.3f}".format):
+        fn()
+
+
+def _bench(args: argparse.Namespace, out: TextIO) -> int:
+    import pandas as pd
+
+    from .sim.bench import gavel_catalogue, speed_run
+
+    cat, name = gavel_catalogue(args.throughputs, seed=args.seed)
+    rows = []
+    for load in _parse_list(args.loads, float, "--loads"):
+        rows.append(speed_run(load=load, window=tuple(args.window), seed=args.seed, mix=args.mix,
+                              placement=args.placement, catalogue=cat))
+    df = pd.DataFrame(rows)
+    print(f"bench: Gavel setup 36 V100 + 36 P100 + 36 K80, {name} throughputs, mix {args.mix}", file=out)
+    cols = ["load", "jobs_started", "rounds", "solves", "sim_hours", "wall_s", "sim_h_per_wall_s", "rounds_per_s",
+            "policy_s", "mechanism_s", "placement_s", "other_s", "avg_jct_hours"]
+    with_pd_opts(lambda: print(df[cols].to_string(index=False), file=out))
+    if args.out is not None:
+        Path(args.out).parent.mkdir(parents=True, exist_ok=True)
+        df.to_csv(args.out, index=False)
+        print(f"wrote {args.out}", file=out)
+    return 0
+
+
+def _plot(args: argparse.Namespace, out: TextIO) -> int:
+    import pandas as pd
+
+    from .sim import SimulationResult, plots
+
+    src = Path(args.input)
+    if src.is_dir():
+        res = SimulationResult.from_dir(src)
+        kind = args.kind or "jct_cdf"
+        funcs = {"jct_cdf": plots.jct_cdf, "ftf_cdf": plots.ftf_cdf, "utilization": plots.utilization_over_time,
+                 "solver_time": plots.solver_time_vs_size}
+        if kind not in funcs:
+            raise ValidationError(f"`--kind` {kind!r} needs a sweep CSV; for a simulation directory use one of {sorted(funcs)}.")
+        ax = funcs[kind](res)
+    elif src.is_file():
+        kind = args.kind or "jct_vs_load"
+        if kind != "jct_vs_load":
+            raise ValidationError(f"`--kind` {kind!r} needs a simulation directory; a sweep CSV plots jct_vs_load.")
+        ax = plots.jct_vs_load(pd.read_csv(src, keep_default_na=False, na_values=["", "nan", "NaN"]))
+    else:
+        raise ValidationError(f"`input` must be a simulate --out directory or a sweep CSV; got {str(src)!r}.")
+    Path(args.out).parent.mkdir(parents=True, exist_ok=True)
+    ax.figure.savefig(args.out, dpi=120)
+    print(f"wrote {args.out}", file=out)
+    return 0

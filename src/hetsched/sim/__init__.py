@@ -1,0 +1,55 @@
+"""Trace-driven simulation: replay a workload through policy -> mechanism -> placement.
+
+>>> import hetsched as hs
+>>> from hetsched.sim import generate_workload, simulate
+>>> trace = generate_workload(20, rate_per_hour=4.0, seed=0)
+>>> res = simulate("max_min_fairness", trace, hs.Cluster({"v100": 8, "p100": 8, "k80": 8}))
+>>> res.summary["n_completed"], bool(res.jobs["jct"].gt(0).all())
+(20, True)
+
+Modules: :mod:`.trace` (Trace, generated workloads), :mod:`.readers` (Gavel, Philly,
+Helios/Lucid and Alibaba PAI traces from local files), :mod:`.simulator` (the loop),
+:mod:`.metrics` (definitions), :mod:`.sweep` (grids over an Executor), :mod:`.plots`
+(matplotlib, imported lazily), :mod:`.config` (TOML experiment files), :mod:`.bench`
+(speed measurement).
+"""
+
+from __future__ import annotations
+
+from .config import ExperimentConfig, load_config, run_config
+from .metrics import FTF_THRESHOLD, package_versions, window_mask
+from .readers import (
+    JOB_TABLE_COLUMNS,
+    load_trace,
+    read_gavel_trace,
+    read_helios_trace,
+    read_pai_trace,
+    read_philly_trace,
+    trace_from_table,
+)
+from .simulator import SimulationResult, simulate
+from .sweep import expand_grid, sweep
+from .trace import Trace, as_trace, generate_workload
+
+__all__ = [
+    "ExperimentConfig",
+    "FTF_THRESHOLD",
+    "JOB_TABLE_COLUMNS",
+    "SimulationResult",
+    "Trace",
+    "as_trace",
+    "expand_grid",
+    "generate_workload",
+    "load_config",
+    "load_trace",
+    "package_versions",
+    "read_gavel_trace",
+    "read_helios_trace",
+    "read_pai_trace",
+    "read_philly_trace",
+    "run_config",
+    "simulate",
+    "sweep",
+    "trace_from_table",
+    "window_mask",
+]

@@ -1,0 +1,181 @@
+"""Metrics of a simulation: the per-job table, the summary, windows, package versions.
+
+Definitions (all times in seconds):
+
+* **JCT** ``finish - arrival``; **queueing delay** ``start - arrival`` (first round the job
+  ran); **makespan** ``max(finish) - min(arrival)`` over the measured jobs.
+* **Finish-time fairness** (Themis; Gavel's accounting) ``rho = JCT / T_iso``, where
+  ``T_iso`` is the *isolated-equivalent* time of the work the job did: every round it ran,
+  ``steps done / iso_j``, with ``iso_j`` the throughput the job would get from its
+  isolated share (``1/n`` of every GPU type, ``n`` = jobs present at the last solve; see
+  :func:`hetsched.formulations.common.isolated_throughput`). ``rho > 1`` means the job
+  finished later than on its own ``1/n`` of the cluster.
+* **Utilization** busy GPU-seconds over ``total GPUs x simulated span`` (a job that
+  finishes mid-round frees its GPUs for the rest of that round: idle time, as in Gavel).
+* **SLO violation** a job with a deadline that finished after it (or never finished).
+"""
+
+from __future__ import annotations
+
+import importlib.metadata
+import math
+import platform
+import sys
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from ..errors import ValidationError
+
+__all__ = ["FTF_THRESHOLD", "package_versions", "summarize", "window_mask"]
+
+#: Jobs with finish-time fairness above this count as unfairly treated (Gavel/Themis).
+FTF_THRESHOLD = 1.05
+
+_PACKAGES = ("hetsched", "numpy", "scipy", "pandas", "highspy", "ortools", "cvxpy", "clarabel")
+
+
+def package_versions() -> dict[str, str]:
+    """Python, platform and installed versions of hetsched and the packages it computes with."""
+    out = {"python": sys.version.split()[0], "platform": platform.platform()}
+    for name in _PACKAGES:
+        try:
+            out[name] = importlib.metadata.version(name)
+        except importlib.metadata.PackageNotFoundError:
+            out[name] = "not installed"
+    return out
+
+
+def window_mask(window: Any, arrivals: np.ndarray, *, unit: str = "jobs") -> np.ndarray:
+    """Boolean mask of the jobs a measurement window selects.
+
+    Parameters
+    ----------
+    window : (start, end) or None
+        ``unit="jobs"``: positions in arrival order, ``start <= i < end`` (Gavel's
+        ``-s/-e`` job-id window). ``unit="seconds"``: arrival times, ``start <= a < end``.
+        None selects every job.
+    arrivals : ndarray
+        Arrival times in order.
+    unit : {"jobs", "seconds"}
+
+    Raises
+    ------
+    ValidationError
+        A malformed window, or one that selects no job of a non-empty trace.
+    """
+    n = arrivals.shape[0]
+    if window is None:
+        return np.ones(n, dtype=bool)
+    if unit not in ("jobs", "seconds"):
+        raise ValidationError(f"`window_unit` must be 'jobs' or 'seconds'; got {unit!r}.")
+    try:
+        start, end = window
+        start_f, end_f = float(start), float(end)
+    except (TypeError, ValueError):
+        raise ValidationError(f"`window` must be a pair (start, end); got {window!r}.") from None
+    if not (math.isfinite(start_f) and start_f >= 0 and end_f > start_f):
+        raise ValidationError(f"`window` must satisfy 0 <= start < end (end may be inf); got {window!r}.")
+    if unit == "jobs":
+        if start_f != int(start_f) or (math.isfinite(end_f) and end_f != int(end_f)):
+            raise ValidationError(f"`window` in jobs must hold integer positions; got {window!r}.")
+        pos = np.arange(n)
+        mask = (pos >= start_f) & (pos < end_f)
+        what = f"positions 0..{n - 1}"
+    else:
+        mask = (arrivals >= start_f) & (arrivals < end_f)
+        what = (
+            f"arrivals from {arrivals[0]:.6g} s to {arrivals[-1]:.6g} s" if n else "no arrivals"
+        )
+    if n and not mask.any():
+        raise ValidationError(
+            f"`window` {tuple(window)!r} ({unit}) selects no jobs: the trace has {n} jobs ({what})."
+        )
+    return mask
+
+
+def _stat(values: np.ndarray, fn) -> float:
+    return float(fn(values)) if values.size else math.nan
+
+
+def summarize(jobs: pd.DataFrame, rounds: pd.DataFrame, *, gpu_types: tuple[str, ...], capacities: np.ndarray,
+              span: tuple[float, float], timings: dict[str, float], status: str) -> dict[str, Any]:
+    """The summary dict of a simulation (see the module docstring for definitions).
+
+    Parameters
+    ----------
+    jobs : DataFrame
+        The per-job table (``in_window`` marks measured jobs).
+    rounds : DataFrame
+        The round log.
+    gpu_types, capacities
+        Cluster columns and GPU counts.
+    span : (float, float)
+        Simulated start and end time.
+    timings : dict
+        Wall-clock seconds by phase.
+    status : str
+        How the simulation ended.
+    """
+    meas = jobs[jobs["in_window"].to_numpy()]
+    done = meas[meas["completed"].to_numpy()]
+    jct = done["jct"].to_numpy(dtype=float)
+    ftf = done["ftf"].to_numpy(dtype=float)
+    ftf = ftf[np.isfinite(ftf)]
+    qd = meas["queueing_delay"].to_numpy(dtype=float)
+    qd = qd[np.isfinite(qd)]
+    t0, t1 = span
+    elapsed = max(t1 - t0, 0.0)
+    total = float(np.sum(capacities))
+    busy_by_type = np.array([float(jobs[f"gpu_seconds_{t}"].sum()) for t in gpu_types]) if len(jobs) else np.zeros(len(gpu_types))
+    util = float(busy_by_type.sum() / (total * elapsed)) if elapsed > 0 and total > 0 else math.nan
+    all_done = bool(len(meas)) and bool(meas["completed"].all())
+    if len(done):
+        makespan = float(done["finish"].max() - meas["arrival"].min()) if all_done else math.nan
+    else:
+        makespan = math.nan
+    has_deadline = np.isfinite(meas["deadline"].to_numpy(dtype=float)) if "deadline" in meas else np.zeros(len(meas), bool)
+    solved = rounds[rounds["solved"].to_numpy()] if len(rounds) else rounds
+    solve_s = solved["solve_s"].to_numpy(dtype=float) if len(solved) else np.zeros(0)
+    out: dict[str, Any] = {
+        "status": status,
+        "n_jobs": int(len(jobs)),
+        "n_measured": int(len(meas)),
+        "n_completed": int(len(done)),
+        "n_unfinished": int(len(meas) - len(done)),
+        "avg_jct": _stat(jct, np.mean),
+        "median_jct": _stat(jct, np.median),
+        "p99_jct": _stat(jct, lambda v: np.percentile(v, 99)),
+        "avg_jct_hours": _stat(jct, np.mean) / 3600,
+        "makespan": makespan,
+        "worst_ftf": _stat(ftf, np.max),
+        "mean_ftf": _stat(ftf, np.mean),
+        "share_ftf_above_1_05": float(np.mean(ftf > FTF_THRESHOLD)) if ftf.size else math.nan,
+        "utilization": util,
+        "avg_queueing_delay": _stat(qd, np.mean),
+        "preemptions": int(meas["preemptions"].sum()) if len(meas) else 0,
+        "migrations": int(meas["migrations"].sum()) if len(meas) else 0,
+        "slo_jobs": int(has_deadline.sum()),
+        "slo_violations": int(meas["slo_violated"].sum()) if len(meas) else 0,
+        "sim_start": float(t0),
+        "sim_end": float(t1),
+        "simulated_hours": elapsed / 3600,
+        "n_rounds": int(len(rounds)),
+        "n_solves": int(len(solved)),
+        "failed_solves": int((~rounds["solve_ok"].to_numpy(dtype=bool)).sum()) if len(rounds) else 0,
+        "solver_s_total": float(solve_s.sum()),
+        "solver_s_mean": _stat(solve_s, np.mean),
+        "solver_s_max": _stat(solve_s, np.max),
+        "max_active_jobs": int(rounds["n_active"].max()) if len(rounds) else 0,
+    }
+    for k, t in enumerate(gpu_types):
+        out[f"gpu_hours_{t}"] = float(busy_by_type[k] / 3600)
+        out[f"utilization_{t}"] = (
+            float(busy_by_type[k] / (capacities[k] * elapsed)) if elapsed > 0 and capacities[k] > 0 else math.nan
+        )
+    wall = float(timings.get("wall_s", math.nan))
+    out.update({f"{k}": float(v) for k, v in timings.items()})
+    out["sim_hours_per_wall_s"] = (elapsed / 3600) / wall if wall and wall > 0 else math.nan
+    out["rounds_per_wall_s"] = len(rounds) / wall if wall and wall > 0 else math.nan
+    return out
