@@ -73,8 +73,12 @@ POLICIES: tuple[PolicyCase, ...] = (
                "max_min_fairness"),
     PolicyCase("max_sum_throughput", lambda: "max_sum_throughput", "max_sum_throughput"),
     PolicyCase("min_makespan", lambda: "min_makespan", "min_makespan", ("steps_remaining",)),
+    PolicyCase("min_makespan[stage1]", lambda: hs.policies.MinMakespan(second_stage=False), "min_makespan",
+               ("steps_remaining",)),
     PolicyCase("finish_time_fairness", lambda: "finish_time_fairness", "finish_time_fairness",
                ("steps_remaining", "time_since_start")),
+    PolicyCase("finish_time_fairness[stage1]", lambda: hs.policies.FinishTimeFairness(second_stage=False),
+               "finish_time_fairness", ("steps_remaining", "time_since_start")),
 )
 POLICY_FAMILIES = ("max_min_fairness", "max_sum_throughput", "min_makespan", "finish_time_fairness")
 

@@ -20,7 +20,7 @@ from .jobs import RESOURCE_FIELDS, JobSet
 __all__ = ["JobClasses", "aggregate_jobs", "SMALL_N"]
 
 #: Up to this many jobs classes are found with numpy's sort-based unique, above with pandas.
-SMALL_N = 5_000
+SMALL_N = 2_000
 
 
 class JobClasses:
