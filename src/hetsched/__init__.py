@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import logging
 
-from . import mechanism, policies, sim
+from . import mechanism, policies, schedulers, sim
 from .api import solve, validate_problem
 from .cluster import Cluster
 from .errors import (
@@ -29,6 +29,7 @@ from .program import LinearProgram
 from .result import Allocation
 from .mechanism import RoundPlan, ShareHistory, carve_shares, plan_round
 from .placement import Placement, PlacementCosts, place, place_plan
+from .schedulers import ServiceDistribution, Tiresias, TiresiasState
 from .sim import SimulationResult, Trace, generate_workload, load_trace, simulate, sweep
 from .solvers import available_solvers
 from .topology import Server, Topology
@@ -54,7 +55,11 @@ __all__ = [
     "ValidationError",
     "PairThroughputs",
     "RoundPlan",
+    "ServiceDistribution",
     "SimulationResult",
+    "Tiresias",
+    "TiresiasState",
+    "schedulers",
     "Trace",
     "generate_workload",
     "load_trace",

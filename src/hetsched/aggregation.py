@@ -52,7 +52,7 @@ def aggregate_jobs(jobs: JobSet, fields: Sequence[str] = ()) -> JobClasses:
     cols: dict[str, np.ndarray] = {f"T{k}": jobs.throughputs[:, k] for k in range(jobs.n_types)}
     cols["s"] = jobs.scale_factors
     cols["w"] = jobs.weights
-    for f in fields:
+    for f in (*fields, *RESOURCE_FIELDS):  # host-resource demands always tell jobs apart
         if f == "entities":
             if jobs.entities is not None:
                 cols["entity"] = pd.factorize(jobs.entities)[0]

@@ -1,4 +1,4 @@
-"""GPU cluster description: GPU types, counts and optional prices."""
+"""GPU cluster description: GPU types, counts, optional prices and host CPU/memory."""
 
 from __future__ import annotations
 
@@ -22,6 +22,12 @@ class Cluster:
         least one type must be named.
     prices : Mapping[str, float], optional
         GPU type -> price in $ per GPU-hour (positive). Needed only by cost-aware policies.
+    cpus, memory : Mapping[str, float], optional
+        GPU type -> host CPU cores / host memory (GiB) available to the jobs that run on
+        that type, summed over its servers (non-negative; ``inf`` for no limit). When
+        given, a mapping must name every type that has GPUs. Jobs that state
+        ``cpus_per_gpu`` / ``mem_per_gpu`` need them; LP policies then add one capacity row
+        per type: ``sum_j s_j cpus_per_gpu_j X[j, k] <= cpus[k]`` (and the same for memory).
 
     Attributes
     ----------
@@ -39,9 +45,16 @@ class Cluster:
     12
     """
 
-    __slots__ = ("gpu_types", "counts", "_prices", "_index", "topology")
+    __slots__ = ("gpu_types", "counts", "_prices", "_index", "topology", "_resources")
 
-    def __init__(self, counts: Mapping[str, int], prices: Mapping[str, float] | None = None) -> None:
+    def __init__(
+        self,
+        counts: Mapping[str, int],
+        prices: Mapping[str, float] | None = None,
+        *,
+        cpus: Mapping[str, float] | None = None,
+        memory: Mapping[str, float] | None = None,
+    ) -> None:
         if not isinstance(counts, Mapping):
             raise ValidationError(
                 f"`counts` must be a mapping of GPU type -> count; got {type(counts).__name__}."
@@ -89,6 +102,38 @@ class Cluster:
                     raise ValidationError(f"`prices[{name!r}]` must be a positive number; got {value!r}.")
                 clean[name] = fvalue
             self._prices = clean
+        self._resources: dict[str, dict[str, float]] = {}
+        for rname, given in (("cpus", cpus), ("memory", memory)):
+            if given is not None:
+                self._resources[rname] = self._check_resource(rname, given)
+
+    def _check_resource(self, rname: str, given: Mapping[str, float]) -> dict[str, float]:
+        """Validate a per-type host-resource capacity mapping (``cpus`` or ``memory``)."""
+        if not isinstance(given, Mapping):
+            raise ValidationError(
+                f"`{rname}` must be a mapping of GPU type -> capacity; got {type(given).__name__}."
+            )
+        clean: dict[str, float] = {}
+        for name, value in given.items():
+            if name not in self._index:
+                raise ValidationError(
+                    f"`{rname}` names GPU type {name!r}, which is not in `counts` ({list(self.gpu_types)})."
+                )
+            try:
+                fvalue = float(value)
+            except (TypeError, ValueError):
+                raise ValidationError(
+                    f"`{rname}[{name!r}]` must be a non-negative number (or inf); got {value!r}."
+                ) from None
+            if isinstance(value, bool) or math.isnan(fvalue) or fvalue < 0:
+                raise ValidationError(f"`{rname}[{name!r}]` must be a non-negative number (or inf); got {value!r}.")
+            clean[name] = fvalue
+        missing = [t for t, c in zip(self.gpu_types, self.counts) if c > 0 and t not in clean]
+        if missing:
+            raise ValidationError(
+                f"`{rname}` must name every GPU type that has GPUs (use inf for no limit); missing {missing}."
+            )
+        return clean
 
     @classmethod
     def from_servers(
@@ -99,6 +144,8 @@ class Cluster:
         servers_per_rack: int | None = None,
         gpu_types: Iterable[str] | None = None,
         prices: Mapping[str, float] | None = None,
+        cpus: Mapping[str, float] | None = None,
+        memory: Mapping[str, float] | None = None,
     ) -> "Cluster":
         """A cluster with a server topology (servers, racks, GPU ids).
 
@@ -114,8 +161,8 @@ class Cluster:
             Used only when ``servers`` is a mapping of counts.
         gpu_types : iterable of str, optional
             Type order for an explicit server list (default: order of first appearance).
-        prices : Mapping[str, float], optional
-            As in :class:`Cluster`.
+        prices, cpus, memory : Mapping[str, float], optional
+            As in :class:`Cluster` (``cpus`` / ``memory``: per-type totals over the servers).
 
         Returns
         -------
@@ -143,7 +190,7 @@ class Cluster:
             )
         else:
             topo = Topology(servers, gpu_types=None if gpu_types is None else list(gpu_types))
-        cluster = cls(topo.counts(), prices=prices)
+        cluster = cls(topo.counts(), prices=prices, cpus=cpus, memory=memory)
         cluster.topology = topo
         return cluster
 
@@ -157,6 +204,35 @@ class Cluster:
     def prices(self) -> dict[str, float] | None:
         """$/GPU-hour per type, or ``None`` when no prices were given."""
         return None if self._prices is None else dict(self._prices)
+
+    @property
+    def cpus(self) -> dict[str, float] | None:
+        """Host CPU cores per GPU type, or ``None`` when not given."""
+        r = self._resources.get("cpus")
+        return None if r is None else dict(r)
+
+    @property
+    def memory(self) -> dict[str, float] | None:
+        """Host memory (GiB) per GPU type, or ``None`` when not given."""
+        r = self._resources.get("memory")
+        return None if r is None else dict(r)
+
+    def resource_vector(self, resource: str, gpu_types: Iterable[str]) -> np.ndarray | None:
+        """Capacity of host resource ``resource`` ("cpus" or "memory") aligned with ``gpu_types``.
+
+        ``None`` when the cluster was built without it; types the cluster lacks get 0.
+
+        Examples
+        --------
+        >>> Cluster({"v100": 8}, cpus={"v100": 64}).resource_vector("cpus", ["k80", "v100"]).tolist()
+        [0.0, 64.0]
+        """
+        if resource not in ("cpus", "memory"):
+            raise ValidationError(f"`resource` must be 'cpus' or 'memory'; got {resource!r}.")
+        r = self._resources.get(resource)
+        if r is None:
+            return None
+        return np.array([r.get(t, 0.0) for t in gpu_types], dtype=float)
 
     def count(self, gpu_type: str) -> int:
         """Number of GPUs of ``gpu_type`` (0 for a type the cluster does not have)."""
@@ -200,12 +276,15 @@ class Cluster:
 
     def __repr__(self) -> str:
         extra = "" if self._prices is None else f", prices={self._prices}"
+        for rname, r in self._resources.items():
+            extra += f", {rname}={r}"
         return f"Cluster({self.as_dict()}{extra})"
 
     def __eq__(self, other: object) -> bool:
         if not isinstance(other, Cluster):
             return NotImplemented
-        return self.as_dict() == other.as_dict() and self._prices == other._prices
+        return (self.as_dict() == other.as_dict() and self._prices == other._prices
+                and self._resources == other._resources)
 
     def __hash__(self) -> int:
         return hash((tuple(self.as_dict().items()), tuple(sorted((self._prices or {}).items()))))

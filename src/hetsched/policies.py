@@ -4,13 +4,18 @@ from __future__ import annotations
 
 from .formulations import _load_all
 from .formulations.base import Policy, list_policies, make_policy, register_policy
+from .formulations.allox import AlloX
 from .formulations.baselines import Isolated, Proportional
+from .formulations.drf import DominantResourceFairness
 from .formulations.fifo import Fifo
 from .formulations.finish_time_fairness import FinishTimeFairness
+from .formulations.gandiva_fair import GandivaFair
 from .formulations.max_min_fairness import MaxMinFairness
 from .formulations.max_sum_throughput import MaxSumThroughput
 from .formulations.hierarchical import HierarchicalMaxMinFairness
 from .formulations.min_makespan import MinMakespan
+from .formulations.packing import Packing
+from .formulations.placement_sensitivity import PlacementSensitivity
 from .formulations.sia import Sia
 from .formulations.water_filling import MaxMinFairnessWaterFilling
 
@@ -18,14 +23,19 @@ _load_all()
 
 __all__ = [
     "Policy",
+    "AlloX",
+    "DominantResourceFairness",
     "Fifo",
     "FinishTimeFairness",
+    "GandivaFair",
     "HierarchicalMaxMinFairness",
     "Isolated",
     "MaxMinFairness",
     "MaxMinFairnessWaterFilling",
     "MaxSumThroughput",
     "MinMakespan",
+    "Packing",
+    "PlacementSensitivity",
     "Proportional",
     "Sia",
     "list_policies",

@@ -18,6 +18,9 @@ _MODULES = (
     "fifo",
     "baselines",
     "sia",
+    "allox",
+    "gandiva_fair",
+    "drf",
 )
 
 

@@ -85,6 +85,9 @@ class Policy:
         if out.has_solution:
             X = lp.extract_X(out.x)
             objective = self.objective_of(X, jobs, cluster)
+            report = getattr(lp, "report", None)  # programs over an allocation space describe their rows
+            if report is not None:
+                extra = {**extra, **report(out.x, jobs)}
         else:
             X = np.full(lp.x_index.shape, np.nan)
             objective = float("nan")

@@ -21,6 +21,7 @@ import numpy as np
 
 from ..jobs import JobSet
 from .builder import AllocationVars, ProgramBuilder
+from .resources import add_resource_rows
 
 __all__ = [
     "usable_mask",
@@ -37,21 +38,31 @@ def usable_mask(T: np.ndarray, scale_factors: np.ndarray, capacities: np.ndarray
     return (T > 0) & (capacities[None, :] >= scale_factors[:, None])
 
 
-def add_base_rows(b: ProgramBuilder, X: AllocationVars, jobs: JobSet, capacities: np.ndarray) -> tuple[int, int]:
+def add_base_rows(b: ProgramBuilder, X: AllocationVars, jobs: JobSet, capacities: np.ndarray, *,
+                  cluster=None, resources: bool = True) -> tuple[int, int]:
     """Add ``sum_k X[j,k] <= 1`` (one row per job) and the capacity rows (one per type).
 
+    With ``resources`` (default) and jobs that state ``cpus_per_gpu`` / ``mem_per_gpu``,
+    also the host-resource rows of :func:`~hetsched.formulations.resources.add_resource_rows`
+    (they need ``cluster``; no rows and no effect when the jobs state no such demand).
     Returns the first row index of the job rows and of the capacity rows.
     """
+    if not isinstance(X, AllocationVars):  # an allocation space with pair / unconsolidated rows (.space)
+        return X.add_base_rows(b, jobs, capacities, cluster=cluster, resources=resources)
     n, m = X.mask.shape
     cols = X.cols
     r_jobs = b.add_rows(rows=X.job, cols=cols, vals=1.0, lb=-np.inf, ub=1.0, n_rows=n)
     load = (jobs.multiplicity * jobs.scale_factors).astype(float)[X.job]
     r_cap = b.add_rows(rows=X.gpu, cols=cols, vals=load, lb=-np.inf, ub=capacities, n_rows=m)
+    if resources:
+        add_resource_rows(b, X, jobs, cluster)
     return r_jobs, r_cap
 
 
 def throughput_rows(X: AllocationVars, coeff: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """COO triplets (rows=job, cols=var, vals=coeff[j,k]) of ``sum_k coeff[j,k] X[j,k]``."""
+    if not isinstance(X, AllocationVars):  # an allocation space: coeff times each member's relative speed
+        return X.throughput_rows(coeff)
     return X.job, X.cols, coeff[X.job, X.gpu]
 
 
@@ -86,6 +97,8 @@ def level_program(
     floor: float | None = None,
     name: str = "level",
     meta: dict | None = None,
+    cluster=None,
+    space=None,
 ):
     r"""The max-min "level" LP shared by max-min fairness, makespan and finish-time fairness.
 
@@ -97,33 +110,55 @@ def level_program(
     :math:`\max \sum_j \mu_j \sum_k a_{jk} X_{jk}`, which keeps the level and spends every
     unit of capacity some job can still use. Variables exist where ``a > 0``.
     ``meta["t"]`` is the index of t.
+
+    With a ``space`` (:class:`~hetsched.formulations.space.AllocationSpace`: pair and/or
+    unconsolidated rows) the variables are the space's and each member's coefficient is
+    ``a`` times its relative speed; the result is a
+    :class:`~hetsched.formulations.space.SpaceProgram` (``meta["level_rows"]``: first level row).
     """
     b = ProgramBuilder()
     usable = a > 0
-    if floor is None:
+    cost = None if floor is None else jobs.multiplicity[:, None] * a
+    if space is not None:
+        X = space.add_to(b, cost=0.0 if cost is None else space.values(cost))
+    elif floor is None:
         X = b.add_allocation(usable)
+    else:
+        X = b.add_allocation(usable, cost=cost[usable])
+    if floor is None:
         t = b.add_vars(1, lb=0.0, ub=np.inf, cost=1.0)
     else:
-        X = b.add_allocation(usable, cost=(jobs.multiplicity[:, None] * a)[usable])
         t = b.add_vars(1, lb=floor, ub=floor, cost=0.0)
-    add_base_rows(b, X, jobs, capacities)
+    add_base_rows(b, X, jobs, capacities, resources=False)
     n = jobs.n_jobs
-    b.add_rows(
-        rows=np.concatenate([X.job, np.arange(n)]),
-        cols=np.concatenate([X.cols, np.full(n, t)]),
-        vals=np.concatenate([a[X.job, X.gpu], -np.ones(n)]),
+    l_rows, l_cols, l_vals = throughput_rows(X, a)
+    r_level = b.add_rows(
+        rows=np.concatenate([l_rows, np.arange(n)]),
+        cols=np.concatenate([l_cols, np.full(n, t)]),
+        vals=np.concatenate([l_vals, -np.ones(n)]),
         lb=0.0, ub=np.inf, n_rows=n,
     )
+    add_resource_rows(b, X, jobs, cluster)  # after the level rows: rows stay [jobs | capacity | level | ...]
     stage = "stage1" if floor is None else "stage2"
-    return b.build(sense="max", x_index=X.x_index, name=f"{name}:{stage}", meta={"t": t, **(meta or {})})
+    lp = b.build(sense="max", x_index=X.x_index, name=f"{name}:{stage}", meta={
+        "t": t,
+        # read by hetsched.structured (solver="structured"); rows are [jobs | capacity | level]
+        "structure": {"kind": "level", "a": a, "load": (jobs.multiplicity * jobs.scale_factors).astype(float),
+                      "capacities": capacities, "floor": floor, "rows": (0, n, n + capacities.shape[0])},
+        **(meta or {}),
+    })
+    return lp if space is None else X.program(lp, level_rows=r_level)
 
 
 #: Relative slack on a stage-1 level used as the floor of stage 2.
 STAGE2_RELATIVE_SLACK = 1e-9
 
 
-def solve_levels(policy, jobs: JobSet, cluster, ctx, a: np.ndarray, *, second_stage: bool, name: str, **extra):
+def solve_levels(policy, jobs: JobSet, cluster, ctx, a: np.ndarray, *, second_stage: bool, name: str,
+                 space=None, **extra):
     """Stage 1 of :func:`level_program` and, when asked, stage 2 at the level found.
+
+    ``space``: an optional :class:`~hetsched.formulations.space.AllocationSpace` for both stages.
 
     Returns ``(outcome, level)``; ``level`` is NaN when stage 1 failed. When stage 2 fails
     the stage-1 allocation is returned and the message says so.
@@ -132,7 +167,7 @@ def solve_levels(policy, jobs: JobSet, cluster, ctx, a: np.ndarray, *, second_st
 
     cap = cluster.capacities(jobs.gpu_types)
     with ctx.building():
-        lp1 = level_program(jobs, cap, a, name=name)
+        lp1 = level_program(jobs, cap, a, name=name, cluster=cluster, space=space)
     out1 = ctx.run(lp1)
     first = policy.outcome(lp1, out1, jobs, cluster, **extra)
     if not out1.success:
@@ -142,7 +177,7 @@ def solve_levels(policy, jobs: JobSet, cluster, ctx, a: np.ndarray, *, second_st
         return first, level
     floor = level - STAGE2_RELATIVE_SLACK * abs(level)
     with ctx.building():
-        lp2 = level_program(jobs, cap, a, floor=floor, name=name)
+        lp2 = level_program(jobs, cap, a, floor=floor, name=name, cluster=cluster, space=space)
     out2 = ctx.run(lp2)
     if not out2.success:
         return PolicyOutcome(

@@ -58,13 +58,14 @@ from ..jobs import JobSet
 from ..program import LinearProgram
 from .base import Policy, PolicyOutcome, register_policy
 from .common import STAGE2_RELATIVE_SLACK, isolated_throughput, level_program, usable_mask
+from .space import AllocationSpace, SpaceOptions
 
 __all__ = ["FinishTimeFairness"]
 
 
 @register_policy
 @dataclass(frozen=True, kw_only=True)
-class FinishTimeFairness(Policy):
+class FinishTimeFairness(SpaceOptions, Policy):
     r"""Minimize the worst finish-time fairness ratio ρ (Themis).
 
     Parameters
@@ -78,6 +79,10 @@ class FinishTimeFairness(Policy):
         After convergence, keep every job at ρ ≤ ρ* and maximize total normalized progress
         :math:`\sum_j \mu_j a_j(\rho^\star) \cdot X_j` (one more LP), so capacity some job
         can use is not left idle.
+    packing, placement_sensitivity : optional
+        Space sharing and consolidated / unconsolidated rows; see
+        :mod:`hetsched.formulations.space`. :math:`D_j` stays the isolated (unshared,
+        consolidated) reference.
     """
 
     name = "finish_time_fairness"
@@ -103,20 +108,34 @@ class FinishTimeFairness(Policy):
         return np.where(mask, jobs.throughputs * ((rho * D - t) / R)[:, None], 0.0)
 
     def formulate(self, jobs: JobSet, cluster: Cluster, *, rho: float | None = None,
-                  floor: float | None = None) -> LinearProgram:
-        """The LP for level ``rho`` (default: the single-job lower bound); see :func:`level_program`."""
+                  floor: float | None = None, space: AllocationSpace | None = None) -> LinearProgram:
+        """The LP for level ``rho`` (default: the single-job lower bound); see :func:`level_program`.
+
+        ``space``: the allocation space (default: the policy's, see :meth:`allocation_space`).
+        """
+        if space is None:
+            space = self.allocation_space(jobs, cluster)
         if rho is None:
-            rho = self.lower_bound(jobs, cluster)
+            rho = self.lower_bound(jobs, cluster, space=space)
         a = self.coefficients(jobs, cluster, rho)
         return level_program(jobs, cluster.capacities(jobs.gpu_types), a, floor=floor,
-                             name=f"{self.name}:rho={rho:.9g}", meta={"rho": rho})
+                             name=f"{self.name}:rho={rho:.9g}", meta={"rho": rho}, cluster=cluster, space=space)
 
-    def lower_bound(self, jobs: JobSet, cluster: Cluster) -> float:
-        """``max_j (t_j + R_j / max_k T_jk) / D_j``: no allocation does better."""
+    def lower_bound(self, jobs: JobSet, cluster: Cluster, *, space: AllocationSpace | None = None) -> float:
+        """``max_j (t_j + R_j / max_k T_jk) / D_j``: no allocation does better.
+
+        With an allocation space, ``max_k T_jk`` is the best throughput per unit of the job's
+        time over its rows (a pair or unconsolidated row may, in principle, be faster).
+        """
         cap = cluster.capacities(jobs.gpu_types)
         mask = usable_mask(jobs.throughputs, jobs.scale_factors, cap)
         R, t, _, D = self._terms(jobs, cluster)
-        best = np.where(mask, jobs.throughputs, 0.0).max(axis=1)
+        if space is None:
+            space = self.allocation_space(jobs, cluster)
+        if space is None:
+            best = np.where(mask, jobs.throughputs, 0.0).max(axis=1)
+        else:
+            best = space.best_throughput(jobs.throughputs)
         return float(((t + R / best) / D).max())
 
     def rho(self, X: np.ndarray, jobs: JobSet, cluster: Cluster) -> np.ndarray:
@@ -131,18 +150,25 @@ class FinishTimeFairness(Policy):
         return float(self.rho(X, jobs, cluster).max())
 
     def solve(self, jobs: JobSet, cluster: Cluster, ctx: SolveContext) -> PolicyOutcome:
+        by_class = self.solve_by_class(jobs, cluster, ctx)  # packing / placement sensitivity: exact classes
+        if by_class is not None:
+            return by_class
         R, t, _, D = self._terms(jobs, cluster)
         n, m = jobs.n_jobs, jobs.n_types
-        state = _Search(lo=self.lower_bound(jobs, cluster))
+        with ctx.building():
+            space = self.allocation_space(jobs, cluster)
+        state = _Search(lo=self.lower_bound(jobs, cluster, space=space))
 
         def evaluate(rho: float) -> tuple[float, float | None] | None:
             """(u*(rho), du*/drho or None); updates bounds and the best X. None on failure."""
             with ctx.building():
-                lp = self.formulate(jobs, cluster, rho=rho)
+                lp = self.formulate(jobs, cluster, rho=rho, space=space)
             out = ctx.run(lp)
             if out.has_solution:
                 X = lp.extract_X(out.x)
-                state.offer(X, self.objective_of(X, jobs, cluster))
+                report = getattr(lp, "report", None)
+                state.offer(X, self.objective_of(X, jobs, cluster),
+                            None if report is None else (lambda r=report, x=out.x: r(x, jobs)))
             if not out.success:
                 state.fail(f"LP at rho={rho:.9g} ended {out.status!r} ({out.message})", out.status)
                 return None
@@ -153,7 +179,8 @@ class FinishTimeFairness(Policy):
             slope = None
             if out.row_dual is not None:
                 # envelope theorem: d u*/d rho = sum_j y_j thr_j(X*) D_j / R_j, y = level-row duals
-                y = np.abs(out.row_dual[n + m : 2 * n + m])
+                lv = int(lp.meta.get("level_rows", n + m))
+                y = np.abs(out.row_dual[lv : lv + n])
                 if y.sum() > 0:
                     thr = (jobs.throughputs * lp.extract_X(out.x)).sum(axis=1)
                     slope = float((y / y.sum()) @ (thr * D / R))
@@ -184,7 +211,7 @@ class FinishTimeFairness(Policy):
         if not (self.second_stage and outcome.status == "optimal"):
             return outcome
         with ctx.building():
-            lp2 = self.formulate(jobs, cluster, rho=state.hi, floor=1.0 - STAGE2_RELATIVE_SLACK)
+            lp2 = self.formulate(jobs, cluster, rho=state.hi, floor=1.0 - STAGE2_RELATIVE_SLACK, space=space)
         out2 = ctx.run(lp2)
         if not out2.success:
             return PolicyOutcome(X=outcome.X, objective=outcome.objective, status=outcome.status,
@@ -203,11 +230,13 @@ class _Search:
         self.steps = 0
         self.status: str | None = None
         self.message = ""
+        self.describe = None  # callable -> extra of the best X (allocation spaces), or None
 
-    def offer(self, X: np.ndarray, value: float) -> None:
+    def offer(self, X: np.ndarray, value: float, describe=None) -> None:
         if value < self.hi or self.X is None:
             self.hi = min(self.hi, value)
             self.X = X
+            self.describe = describe
 
     def fail(self, message: str, status: str) -> None:
         self.status, self.message = status, message
@@ -227,4 +256,6 @@ class _Search:
             return PolicyOutcome(X=np.full(shape, np.nan), objective=float("nan"), status=self.status,
                                  message=self.message, extra=extra)
         objective = self.hi
+        if self.describe is not None:
+            extra.update(self.describe())
         return PolicyOutcome(X=self.X, objective=objective, status=self.status, message=self.message, extra=extra)

@@ -168,7 +168,7 @@ class HierarchicalMaxMinFairness(Policy):
                 b = ProgramBuilder()
                 cost = np.where(rank[:, None] == r, mu_u, 0.0)
                 V = b.add_allocation(mu_u > 0, cost=cost[mu_u > 0])
-                add_base_rows(b, V, jobs, cap)
+                add_base_rows(b, V, jobs, cap, cluster=cluster)
                 b.add_rows(rows=codes[V.job], cols=V.cols, vals=mu_u[V.job, V.gpu], lb=floors, ub=np.inf,
                            n_rows=len(floors))
                 done = np.flatnonzero(rank < r)

@@ -47,6 +47,7 @@ from ..jobs import JobSet
 from ..program import LinearProgram
 from .base import Policy, PolicyOutcome, register_policy
 from .common import level_program, proportional_throughput, solve_levels, usable_mask
+from .space import SpaceOptions
 
 __all__ = ["MaxMinFairness", "normalized_share_coefficients"]
 
@@ -63,7 +64,7 @@ def normalized_share_coefficients(jobs: JobSet, capacities: np.ndarray, heteroge
 
 @register_policy
 @dataclass(frozen=True, kw_only=True)
-class MaxMinFairness(Policy):
+class MaxMinFairness(SpaceOptions, Policy):
     """Maximize the minimum normalized share (Gavel's ``max_min_fairness_perf``).
 
     Parameters
@@ -74,6 +75,11 @@ class MaxMinFairness(Policy):
     second_stage : bool, default True
         After finding the max-min level, maximize total normalized share at that level
         so no capacity is left idle that a job could use.
+    packing, placement_sensitivity : optional
+        Space sharing (:class:`~hetsched.formulations.packing.Packing`) and consolidated /
+        unconsolidated rows (:class:`~hetsched.formulations.placement_sensitivity.PlacementSensitivity`);
+        see :mod:`hetsched.formulations.space`. A pair member's share counts its pair
+        throughput (agnostic variant: its relative speed).
     """
 
     name = "max_min_fairness"
@@ -87,7 +93,8 @@ class MaxMinFairness(Policy):
     def formulate(self, jobs: JobSet, cluster: Cluster, *, floor: float | None = None) -> LinearProgram:
         """Stage 1 (``floor`` None): max t. Stage 2: max total share with every share >= floor."""
         a = self.coefficients(jobs, cluster)
-        return level_program(jobs, cluster.capacities(jobs.gpu_types), a, floor=floor, name=self.name)
+        return level_program(jobs, cluster.capacities(jobs.gpu_types), a, floor=floor, name=self.name, cluster=cluster,
+                             space=self.allocation_space(jobs, cluster))
 
     def objective_of(self, X: np.ndarray, jobs: JobSet, cluster: Cluster) -> float:
         """Minimum normalized share of ``X``."""
@@ -96,6 +103,12 @@ class MaxMinFairness(Policy):
         return float((self.coefficients(jobs, cluster) * X).sum(axis=1).min())
 
     def solve(self, jobs: JobSet, cluster: Cluster, ctx: SolveContext) -> PolicyOutcome:
+        by_class = self.solve_by_class(jobs, cluster, ctx)  # packing / placement sensitivity: exact classes
+        if by_class is not None:
+            return by_class
         a = self.coefficients(jobs, cluster)
-        outcome, _ = solve_levels(self, jobs, cluster, ctx, a, second_stage=self.second_stage, name=self.name)
+        with ctx.building():
+            space = self.allocation_space(jobs, cluster)
+        outcome, _ = solve_levels(self, jobs, cluster, ctx, a, second_stage=self.second_stage, name=self.name,
+                                  space=space)
         return outcome

@@ -43,7 +43,8 @@ from ..jobs import JobSet
 from ..program import LinearProgram
 from .base import Policy, PolicyOutcome, register_policy
 from .builder import ProgramBuilder
-from .common import add_base_rows, usable_mask
+from .common import add_base_rows, throughput_rows, usable_mask
+from .space import SpaceOptions
 
 __all__ = ["MaxSumThroughput"]
 
@@ -53,7 +54,7 @@ SHORTFALL_TOL = 1e-7
 
 @register_policy
 @dataclass(frozen=True, kw_only=True)
-class MaxSumThroughput(Policy):
+class MaxSumThroughput(SpaceOptions, Policy):
     """Maximize the sum of job throughputs.
 
     Parameters
@@ -64,6 +65,9 @@ class MaxSumThroughput(Policy):
     use_slos : bool, default True
         Add ``thr_j >= steps_remaining_j / slos_j`` when the JobSet carries ``slos``
         (which then also needs ``steps_remaining``).
+    packing, placement_sensitivity : optional
+        Space sharing and consolidated / unconsolidated rows; see
+        :mod:`hetsched.formulations.space` (a pair adds both members' throughputs).
     """
 
     name = "max_sum_throughput"
@@ -96,28 +100,36 @@ class MaxSumThroughput(Policy):
         c = self._coefficients(jobs, cluster)
         mask = usable_mask(jobs.throughputs, jobs.scale_factors, cap)
         b = ProgramBuilder()
-        cost = 0.0 if elastic else (jobs.multiplicity[:, None] * c)[mask]
-        X = b.add_allocation(mask, cost=cost)
-        add_base_rows(b, X, jobs, cap)
+        space = self.allocation_space(jobs, cluster)
+        if space is None:
+            cost = 0.0 if elastic else (jobs.multiplicity[:, None] * c)[mask]
+            X = b.add_allocation(mask, cost=cost)
+        else:
+            X = space.add_to(b, cost=0.0 if elastic else space.values(jobs.multiplicity[:, None] * c))
+        finish = (lambda lp: lp) if space is None else X.program  # noqa: E731
+        add_base_rows(b, X, jobs, cap, cluster=cluster)
         target = self._slo_targets(jobs)
         if target is not None:
             n = jobs.n_jobs
-            vals = jobs.throughputs[X.job, X.gpu] / target[X.job]
+            s_rows, s_cols, vals = throughput_rows(X, jobs.throughputs / target[:, None])
             if elastic:
                 v = b.add_vars(n, lb=0.0, ub=np.inf, cost=jobs.multiplicity.astype(float))
-                rows = np.concatenate([X.job, np.arange(n)])
-                cols = np.concatenate([X.cols, v + np.arange(n)])
+                rows = np.concatenate([s_rows, np.arange(n)])
+                cols = np.concatenate([s_cols, v + np.arange(n)])
                 vals = np.concatenate([vals, np.ones(n)])
                 b.add_rows(rows=rows, cols=cols, vals=vals, lb=1.0, ub=np.inf, n_rows=n)
-                return b.build(sense="min", x_index=X.x_index, name=f"{self.name}:slo_shortfall", meta={"v": v})
-            b.add_rows(rows=X.job, cols=X.cols, vals=vals, lb=1.0, ub=np.inf, n_rows=n)
-        return b.build(sense="max", x_index=X.x_index, name=self.name)
+                return finish(b.build(sense="min", x_index=X.x_index, name=f"{self.name}:slo_shortfall", meta={"v": v}))
+            b.add_rows(rows=s_rows, cols=s_cols, vals=vals, lb=1.0, ub=np.inf, n_rows=n)
+        return finish(b.build(sense="max", x_index=X.x_index, name=self.name))
 
     def objective_of(self, X: np.ndarray, jobs: JobSet, cluster: Cluster) -> float:
         """Total (cost-normalized) throughput of ``X``, counting multiplicities."""
         return float((jobs.multiplicity[:, None] * self._coefficients(jobs, cluster) * X).sum())
 
     def solve(self, jobs: JobSet, cluster: Cluster, ctx: SolveContext) -> PolicyOutcome:
+        by_class = self.solve_by_class(jobs, cluster, ctx)  # packing / placement sensitivity: exact classes
+        if by_class is not None:
+            return by_class
         with ctx.building():
             lp = self.formulate(jobs, cluster)
         out = ctx.run(lp)

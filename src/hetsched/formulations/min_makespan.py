@@ -36,13 +36,14 @@ from ..jobs import JobSet
 from ..program import LinearProgram
 from .base import Policy, PolicyOutcome, register_policy
 from .common import level_program, solve_levels, usable_mask
+from .space import SpaceOptions
 
 __all__ = ["MinMakespan"]
 
 
 @register_policy
 @dataclass(frozen=True, kw_only=True)
-class MinMakespan(Policy):
+class MinMakespan(SpaceOptions, Policy):
     r"""Minimize the time until the last job finishes at the allocation's rates.
 
     Needs ``steps_remaining``. The objective is the makespan in seconds (when throughputs
@@ -54,6 +55,9 @@ class MinMakespan(Policy):
         The optimum is pinned by the slowest job and the rest of X is arbitrary (a vertex
         may use a handful of GPUs). Stage 2 keeps the makespan and maximizes total
         normalized progress :math:`\sum_j \mu_j\, thr_j(X) / (R_j \sigma)`.
+    packing, placement_sensitivity : optional
+        Space sharing and consolidated / unconsolidated rows; see
+        :mod:`hetsched.formulations.space`.
     """
 
     name = "min_makespan"
@@ -73,7 +77,7 @@ class MinMakespan(Policy):
     def formulate(self, jobs: JobSet, cluster: Cluster, *, floor: float | None = None) -> LinearProgram:
         a, sigma = self.coefficients(jobs, cluster)
         return level_program(jobs, cluster.capacities(jobs.gpu_types), a, floor=floor, name=self.name,
-                             meta={"sigma": sigma})
+                             meta={"sigma": sigma}, cluster=cluster, space=self.allocation_space(jobs, cluster))
 
     def objective_of(self, X: np.ndarray, jobs: JobSet, cluster: Cluster) -> float:
         """Makespan ``max_j R_j / thr_j(X)`` (inf when some job gets no throughput)."""
@@ -82,6 +86,12 @@ class MinMakespan(Policy):
             return float(np.max(jobs.steps_remaining / thr))
 
     def solve(self, jobs: JobSet, cluster: Cluster, ctx: SolveContext) -> PolicyOutcome:
+        by_class = self.solve_by_class(jobs, cluster, ctx)  # packing / placement sensitivity: exact classes
+        if by_class is not None:
+            return by_class
         a, _ = self.coefficients(jobs, cluster)
-        outcome, _ = solve_levels(self, jobs, cluster, ctx, a, second_stage=self.second_stage, name=self.name)
+        with ctx.building():
+            space = self.allocation_space(jobs, cluster)
+        outcome, _ = solve_levels(self, jobs, cluster, ctx, a, second_stage=self.second_stage, name=self.name,
+                                  space=space)
         return outcome

@@ -1,0 +1,29 @@
+"""Per-round priority schedulers (not allocation LPs): Tiresias' discretized 2D-LAS / 2D-Gittins.
+
+A scheduler here has the per-round interface a round loop (such as the simulator) calls:
+
+* ``state = sched.initial_state()``;
+* ``plan = sched.plan(jobs, cluster, state, round_seconds=L)`` -> a
+  :class:`~hetsched.mechanism.RoundPlan` (whole gangs on one GPU type, mode "rounds");
+* ``state = sched.record(state, plan, seconds)`` -> the next (immutable) state.
+
+:func:`replay` runs that loop over a workload of jobs with arrival times and total steps.
+"""
+
+from __future__ import annotations
+
+from .gittins import ServiceDistribution, gittins_index
+from .replay import ReplayResult, replay
+from .tiresias import ORDERS, SERVICES, Tiresias, TiresiasPlan, TiresiasState
+
+__all__ = [
+    "ORDERS",
+    "SERVICES",
+    "ReplayResult",
+    "ServiceDistribution",
+    "Tiresias",
+    "TiresiasPlan",
+    "TiresiasState",
+    "gittins_index",
+    "replay",
+]
