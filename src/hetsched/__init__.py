@@ -28,6 +28,7 @@ from .jobs import JobSet
 from .program import LinearProgram
 from .result import Allocation
 from .mechanism import RoundPlan, ShareHistory, carve_shares, plan_round
+from .partition import Partitioned
 from .placement import Placement, PlacementCosts, place, place_plan
 from .schedulers import ServiceDistribution, Tiresias, TiresiasState
 from .sim import SimulationResult, Trace, generate_workload, load_trace, simulate, sweep
@@ -54,6 +55,7 @@ __all__ = [
     "UnknownSolverError",
     "ValidationError",
     "PairThroughputs",
+    "Partitioned",
     "RoundPlan",
     "ServiceDistribution",
     "SimulationResult",

@@ -19,6 +19,8 @@ from .formulations.placement_sensitivity import PlacementSensitivity
 from .formulations.sia import Sia
 from .formulations.water_filling import MaxMinFairnessWaterFilling
 
+from .partition import Partitioned  # noqa: E402  (wraps any policy; not registered by name)
+
 _load_all()
 
 __all__ = [
@@ -35,6 +37,7 @@ __all__ = [
     "MaxSumThroughput",
     "MinMakespan",
     "Packing",
+    "Partitioned",
     "PlacementSensitivity",
     "Proportional",
     "Sia",

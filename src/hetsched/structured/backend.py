@@ -1,0 +1,167 @@
+"""``solver="structured"``: the exact structured path as a solver backend.
+
+The backend recognizes the block-angular shape of the allocation LPs from the
+:class:`~hetsched.program.LinearProgram` alone (:func:`.recognize`) and solves it with
+:func:`.solve_separable`. A program without that shape, or one the structured solver
+does not certify, is handed to the backend ``solver="auto"`` would pick (the message and
+``info["delegated_to"]`` say so); ``options={"fallback": "none"}`` turns that off.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+import time
+from collections.abc import Mapping
+from typing import Any
+
+import numpy as np
+
+from ..errors import ValidationError
+from ..program import LinearProgram
+from ..solvers.base import Backend, SolverOutput
+from .problem import SeparableProblem, recognize
+from .solver import StructuredOptions, StructuredResult, solve_separable
+
+__all__ = ["StructuredBackend", "structured_options"]
+
+log = logging.getLogger(__name__)
+
+_OPTION_NAMES = tuple(f.name for f in dataclasses.fields(StructuredOptions))
+_INITS = ("sample", "hybrid", "ipx", "pdlp", "lagrangian", "uniform", "none")
+
+
+def structured_options(options: Mapping[str, Any] | None) -> tuple[StructuredOptions, str]:
+    """Split backend ``options`` into :class:`StructuredOptions` and the fallback name.
+
+    Raises
+    ------
+    ValidationError
+        An unknown option name or a value of the wrong kind.
+    """
+    opts = dict(options or {})
+    fallback = opts.pop("fallback", "auto")
+    if not isinstance(fallback, str):
+        raise ValidationError(f"`options['fallback']` must be a backend name, 'auto' or 'none'; got {fallback!r}.")
+    unknown = sorted(set(opts) - set(_OPTION_NAMES))
+    if unknown:
+        raise ValidationError(
+            f"`options` for solver 'structured' must be among {[*_OPTION_NAMES, 'fallback']}; got {unknown}."
+        )
+    for key in ("gap_tol", "margin", "bin_width", "coarse_gap", "lagrangian_tol"):
+        if key in opts and not (isinstance(opts[key], (int, float)) and 0 < float(opts[key]) < 1):
+            raise ValidationError(f"`options[{key!r}]` must be a number in (0, 1); got {opts[key]!r}.")
+    for key in ("group_ratio", "column_ratio"):
+        if key in opts and not (isinstance(opts[key], (int, float)) and opts[key] > 1):
+            raise ValidationError(f"`options[{key!r}]` must be a number > 1; got {opts[key]!r}.")
+    for key, low in (("sample_factor", 2), ("base_size", 1), ("max_rounds", 1), ("coarse_rounds", 0), ("floor_coarse_rounds", 0), ("seed", 0),
+                     ("lagrangian_iters", 1), ("max_add", 1)):
+        if key in opts and (isinstance(opts[key], bool) or not isinstance(opts[key], (int, np.integer))
+                            or opts[key] < low):
+            raise ValidationError(f"`options[{key!r}]` must be an integer >= {low}; got {opts[key]!r}.")
+    if "init" in opts and opts["init"] not in _INITS:
+        raise ValidationError(f"`options['init']` must be one of {list(_INITS)}; got {opts['init']!r}.")
+    return StructuredOptions(**opts), fallback
+
+
+def _solution_vector(lp: LinearProgram, P: SeparableProblem, r: StructuredResult) -> np.ndarray:
+    x = np.zeros(lp.n_vars)
+    x[P.x_index[P.U]] = r.X[P.U]
+    if P.t_index >= 0:
+        x[P.t_index] = r.t if P.mode == "level" else P.t_value
+    return x
+
+
+def _row_duals(lp: LinearProgram, P: SeparableProblem, r: StructuredResult) -> np.ndarray:
+    """Duals in HiGHS's convention for a maximization (<= rows >= 0, >= rows <= 0)."""
+    g = P.gamma if P.mode == "level" else 1.0
+    d = np.zeros(lp.n_rows)
+    has_t = P.time_row >= 0
+    d[P.time_row[has_t]] = g * r.z[has_t]
+    has_c = P.cap_row >= 0
+    d[P.cap_row[has_c]] = g * r.lam[has_c]
+    has_l = P.level_row >= 0
+    d[P.level_row[has_l]] = -g * r.y[has_l] / P.level_scale[has_l]
+    return d
+
+
+def _general_choice(lp: LinearProgram) -> tuple[str, dict[str, Any]]:
+    """The general LP path for ``lp``: HiGHS for MIPs and small LPs, Clarabel (or IPX) above."""
+    from ..solvers.registry import AUTO_IPM_MIN_VARS, get_backend
+
+    if lp.is_mip:
+        return "highs", {}
+    if lp.n_vars < AUTO_IPM_MIN_VARS:
+        return "highs", {"solver": "simplex"}
+    try:
+        get_backend("clarabel")
+        return "clarabel", {}
+    except ValidationError:
+        return "highs", {"solver": "ipm", "run_crossover": "on"}
+
+
+class StructuredBackend(Backend):
+    """Exact structured solver for block-angular allocation LPs (see :mod:`hetsched.structured`).
+
+    ``options``: any field of :class:`StructuredOptions` (``gap_tol``, ``margin``,
+    ``seed``, ``init``, ...) and ``fallback`` ("auto" default: the backend ``solver="auto"``
+    picks; a backend name; or "none" to return the structured status as is).
+    """
+
+    name = "structured"
+    module = "highspy"
+    supports_mip = False
+    provides_duals = True
+
+    def solve(self, lp: LinearProgram, *, time_limit: float | None = None,
+              options: Mapping[str, Any] | None = None) -> SolverOutput:
+        t0 = time.perf_counter()
+        opts, fallback = structured_options(options)
+        P, why = recognize(lp)
+        if P is None:
+            return self._delegate(lp, fallback, time_limit, t0, f"not block-angular ({why})")
+        r = solve_separable(P, opts, time_limit=time_limit)
+        info = {"rounds": r.rounds, "master_jobs": r.n_master_jobs, "gap": r.gap, "lower": r.lower,
+                "upper": r.upper, "warm_s": r.warm_s, "master_s": r.master_s, "pricing_s": r.pricing_s,
+                "mode": P.mode, "init": r.warm_info.get("init", "")}
+        if r.status == "optimal" and P.mode == "level" and r.lam is not None:
+            # prices a later program over the same jobs can start from (meta["structured_warm"])
+            info["warm"] = {"lam": r.lam, "master_rows": r.master_rows, "level": r.t, "n": P.n}
+        if r.status == "optimal":
+            elapsed = time.perf_counter() - t0
+            log.debug("structured %s (%s mode): %s in %.3fs", lp.name, P.mode, r.message, elapsed)
+            return SolverOutput(status="optimal", x=_solution_vector(lp, P, r), objective=float(r.objective),
+                                has_solution=True, native_status=r.status, message=f"structured: {r.message}",
+                                solve_s=elapsed, backend=self.name, row_dual=_row_duals(lp, P, r), info=info)
+        if r.status == "time_limit":
+            return SolverOutput(status="time_limit", x=self.no_solution(lp), objective=float("nan"),
+                                has_solution=False, native_status=r.status, message=f"structured: {r.message}",
+                                solve_s=time.perf_counter() - t0, backend=self.name, info=info)
+        remaining = None if time_limit is None else time_limit - (time.perf_counter() - t0)
+        return self._delegate(lp, fallback, remaining, t0, f"{r.status}: {r.message}", info)
+
+    def _delegate(self, lp, fallback, time_limit, t0, reason, info=None) -> SolverOutput:
+        from ..solvers.registry import choose_auto, get_backend
+
+        if fallback == "none":
+            return SolverOutput(status="unknown", x=self.no_solution(lp), objective=float("nan"), has_solution=False,
+                                native_status="not solved", message=f"structured: {reason}; no fallback",
+                                solve_s=time.perf_counter() - t0, backend=self.name, info=dict(info or {}))
+        if fallback == "auto":
+            name, opts = choose_auto(lp)
+            if name == self.name:  # "auto" may send large level LPs here: fall back to its general choice
+                name, opts = _general_choice(lp)
+        else:
+            name, opts = fallback, {}
+        if name == self.name:
+            raise ValidationError("`options['fallback']` cannot be 'structured' itself.")
+        if time_limit is not None and time_limit <= 0:
+            return SolverOutput(status="time_limit", x=self.no_solution(lp), objective=float("nan"),
+                                has_solution=False, native_status="not started",
+                                message=f"structured: {reason}; no time left for {name}",
+                                solve_s=time.perf_counter() - t0, backend=self.name, info=dict(info or {}))
+        log.info("structured: %s; program %r solved by %s", reason, lp.name, name)
+        out = get_backend(name).solve(lp, time_limit=time_limit, options=opts)
+        return dataclasses.replace(out, message=f"structured: {reason}; {name}: {out.message}",
+                                   solve_s=time.perf_counter() - t0, backend=self.name,
+                                   info={**out.info, **(info or {}), "delegated_to": name, "delegation_reason": reason})

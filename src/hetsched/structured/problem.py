@@ -1,0 +1,366 @@
+r"""Recognize the block-angular structure of an allocation LP.
+
+Every max-min "level" LP (:func:`hetsched.formulations.common.level_program`: max-min
+fairness, min makespan, each step of finish-time fairness, and their second stages) and
+the throughput LP (:mod:`hetsched.formulations.max_sum_throughput`) have the same shape:
+one small block of rows per job, and only the m capacity rows couple the jobs.
+
+.. math::
+
+    \max\; \gamma\, t + \sum_{j,k} c_{jk} X_{jk} \quad\text{s.t.}\quad
+    \sum_k X_{jk} \le 1,\qquad
+    \sum_k A_{jk} X_{jk} \ge t \;\;(\text{or} \ge f_j),\qquad
+    \sum_j W_{jk} X_{jk} \le C_k,\qquad X \ge 0.
+
+Two modes are recognized:
+
+* **level** (``c = 0``, t free, :math:`\gamma > 0`): stage 1 of a level LP;
+* **floor** (t absent or fixed at a value): a separable objective with per-job floors
+  :math:`A_j \cdot X_j \ge f_j` (stage 2 of a level LP; the throughput LP, with SLO rows
+  as floors or no floors at all).
+
+:func:`recognize` reads the structure from the :class:`~hetsched.program.LinearProgram`
+itself (its ``x_index``, rows and bounds), so it needs nothing from the formulation and
+refuses, with a reason, anything that does not match exactly.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from ..program import LinearProgram
+
+__all__ = ["SeparableProblem", "recognize"]
+
+
+@dataclass(eq=False)
+class SeparableProblem:
+    r"""A block-angular allocation LP in array form (see the module docstring).
+
+    Attributes
+    ----------
+    A : ndarray, shape (n, m)
+        Level (or floor) row coefficients; 0 where the pair has no variable or the job has
+        no level row.
+    U : ndarray of bool, shape (n, m)
+        Pairs with a variable.
+    W : ndarray, shape (n, m)
+        Capacity-row coefficient of X[j, k] (0 where none).
+    C : ndarray, shape (m,)
+        Capacities (``inf`` for a type without a capacity row).
+    c : ndarray, shape (n, m), or None
+        Objective on X (floor mode); None in level mode.
+    floors : ndarray, shape (n,), or None
+        Floor mode: right-hand side :math:`f_j` of the job's floor row (``-inf`` when the
+        job has none).
+    has_level : ndarray of bool, shape (n,)
+        Level mode: the job has a level row (jobs without one are unconstrained by t).
+    gamma : float
+        Level mode: objective coefficient of t.
+    t_bounds : tuple of float
+        Level mode: bounds of t.
+    offset : float
+        Constant added to the objective.
+    x_index : ndarray of int, shape (n, m)
+        Where X lives in the LP's x.
+    t_index : int
+        Index of t in x (-1 when absent).
+    t_value : float
+        Floor mode: the fixed value of t (0 when absent).
+    time_row, level_row : ndarray of int, shape (n,)
+        Row of the job's time row and level/floor row (-1 when none).
+    level_scale : ndarray, shape (n,)
+        Level/floor rows are stored divided by this (the coefficient of -t, or 1), so the
+        dual of the original row is the dual of the scaled row divided by it.
+    cap_row : ndarray of int, shape (m,)
+        Capacity row of each type (-1 when none).
+    """
+
+    A: np.ndarray
+    U: np.ndarray
+    W: np.ndarray
+    C: np.ndarray
+    c: np.ndarray | None
+    floors: np.ndarray | None
+    has_level: np.ndarray
+    gamma: float
+    t_bounds: tuple[float, float]
+    offset: float
+    x_index: np.ndarray
+    t_index: int
+    t_value: float
+    time_row: np.ndarray
+    level_row: np.ndarray
+    level_scale: np.ndarray
+    cap_row: np.ndarray
+    n_rows: int
+    #: Prices from an earlier solve of the same jobs (see :func:`warm_from`), or None.
+    warm: dict | None = None
+
+    @property
+    def mode(self) -> str:
+        """"level" (maximize t) or "floor" (maximize c . X with floors)."""
+        return "level" if self.c is None else "floor"
+
+    @property
+    def n(self) -> int:
+        """Number of jobs (rows of X)."""
+        return int(self.A.shape[0])
+
+    @property
+    def m(self) -> int:
+        """Number of GPU types (columns of X)."""
+        return int(self.A.shape[1])
+
+
+def _segment_reduce(ufunc: np.ufunc, values: np.ndarray, indptr: np.ndarray, empty: float) -> np.ndarray:
+    """``ufunc.reduce`` of ``values`` over CSR row segments; ``empty`` for empty rows."""
+    n_rows = indptr.shape[0] - 1
+    out = np.full(n_rows, empty, dtype=float)
+    nonempty = indptr[1:] > indptr[:-1]
+    if values.size and nonempty.any():
+        out[nonempty] = ufunc.reduceat(values.astype(float), indptr[:-1][nonempty])
+    return out
+
+
+def _from_level_meta(lp: LinearProgram) -> SeparableProblem | None:
+    """Fast path: the arrays :func:`~hetsched.formulations.common.level_program` records in
+    ``lp.meta["structure"]``, checked against the program's shape and bounds (O(n m))."""
+    st = lp.meta.get("structure")
+    if not isinstance(st, dict) or st.get("kind") != "level" or lp.is_mip or lp.sense != "max":
+        return None
+    try:
+        a = np.asarray(st["a"], dtype=float)
+        load = np.asarray(st["load"], dtype=float)
+        C = np.asarray(st["capacities"], dtype=float)
+        floor = st["floor"]
+        r_time, r_cap, r_lvl = (int(v) for v in st["rows"])
+        t = int(lp.meta["t"])
+    except (KeyError, TypeError, ValueError):
+        return None
+    xi = np.asarray(lp.x_index)
+    if a.ndim != 2 or xi.shape != a.shape:
+        return None
+    n, m = a.shape
+    U = a > 0
+    if (load.shape != (n,) or C.shape != (m,) or lp.n_rows != 2 * n + m or lp.n_vars != int(U.sum()) + 1
+            or not np.array_equal(xi >= 0, U) or not (0 <= t < lp.n_vars) or (r_time, r_cap, r_lvl) != (0, n, n + m)):
+        return None
+    if not (np.all(lp.row_ub[:n] == 1.0) and np.array_equal(lp.row_ub[n:n + m], C)
+            and np.all(lp.row_lb[n + m:] == 0.0) and np.all(np.isinf(lp.row_ub[n + m:]))):
+        return None
+    A = np.where(U, a, 0.0)
+    W = np.where(U, load[:, None], 0.0)
+    time_row = np.arange(n, dtype=np.int64)
+    level_row = n + m + np.arange(n, dtype=np.int64)
+    cap_row = n + np.arange(m, dtype=np.int64)
+    common = dict(A=A, U=U, W=W, C=C, x_index=xi, t_index=t, time_row=time_row, level_row=level_row,
+                  level_scale=np.ones(n), cap_row=cap_row, n_rows=lp.n_rows, has_level=np.ones(n, dtype=bool))
+    if floor is None:
+        if lp.col_ub[t] != np.inf or lp.col_lb[t] != 0.0 or lp.c[t] <= 0:
+            return None
+        return SeparableProblem(c=None, floors=None, gamma=float(lp.c[t]), t_bounds=(0.0, np.inf),
+                                offset=float(lp.offset), t_value=0.0, **common)
+    f = float(lp.col_lb[t])
+    if lp.col_ub[t] != f:
+        return None
+    cX = np.zeros((n, m))
+    cX[U] = lp.c[xi[U]]
+    return SeparableProblem(c=cX, floors=np.full(n, f), gamma=0.0, t_bounds=(f, f),
+                            offset=float(lp.offset) + float(lp.c[t]) * f, t_value=f, **common)
+
+
+def recognize(lp: LinearProgram) -> tuple[SeparableProblem | None, str]:
+    """Read the block-angular structure of ``lp``.
+
+    Programs from :func:`~hetsched.formulations.common.level_program` are read from
+    ``lp.meta["structure"]`` (checked against the program); any other program is parsed
+    from its rows and bounds.
+
+    Returns
+    -------
+    problem : SeparableProblem or None
+        None when ``lp`` does not have the structure.
+    reason : str
+        Why not (empty when recognized).
+    """
+    fast = _from_level_meta(lp)
+    P, why = (fast, "") if fast is not None else _parse(lp)
+    if P is not None:
+        P.warm = warm_from(lp.meta.get("structured_warm"), P.n, P.m)
+    return P, why
+
+
+def warm_from(info: object, n: int, m: int) -> dict | None:
+    """A usable warm start from ``lp.meta["structured_warm"]``: the ``info["warm"]`` a
+    level-mode structured solve returned for the same jobs (stage 1 for stage 2, the
+    previous step of finish-time fairness). Anything else is ignored."""
+    if not isinstance(info, dict):
+        return None
+    try:
+        lam = np.asarray(info["lam"], dtype=float)
+        rows = np.asarray(info["master_rows"], dtype=np.int64)
+        level = float(info["level"])
+    except (KeyError, TypeError, ValueError):
+        return None
+    if info.get("n") != n or lam.shape != (m,) or not np.all(np.isfinite(lam)) or np.any(lam < 0):
+        return None
+    if rows.size and (rows.min() < 0 or rows.max() >= n):
+        return None
+    return {"lam": lam, "master_rows": rows, "level": level}
+
+
+def _parse(lp: LinearProgram) -> tuple[SeparableProblem | None, str]:
+    """Generic recognition from the rows, columns and bounds of ``lp``."""
+    if lp.is_mip:
+        return None, "integer variables"
+    if lp.sense != "max":
+        return None, "not a maximization"
+    xi = np.asarray(lp.x_index)
+    if xi.ndim != 2:
+        return None, "x_index is not 2-D"
+    n, m = xi.shape
+    nv = lp.n_vars
+    U = xi >= 0
+    jj, kk = np.nonzero(U)
+    xv = xi[jj, kk]
+    var_job = np.full(nv, -1, dtype=np.int64)
+    var_type = np.full(nv, -1, dtype=np.int64)
+    var_job[xv] = jj
+    var_type[xv] = kk
+    extra = np.flatnonzero(var_job < 0)
+    if extra.size > 1:
+        return None, f"{extra.size} variables outside X (at most one, the level t, is allowed)"
+    t = int(extra[0]) if extra.size else -1
+    if xv.size and (np.any(lp.col_lb[xv] != 0.0) or np.any(lp.col_ub[xv] < 1.0)):
+        return None, "X variables must have bounds [0, >= 1]"
+
+    A_csr = lp.A.tocsr(copy=True)
+    A_csr.sum_duplicates()
+    A_csr.eliminate_zeros()
+    indptr = A_csr.indptr.astype(np.int64)
+    cols = A_csr.indices.astype(np.int64)
+    vals = A_csr.data.astype(float)
+    R = lp.n_rows
+    nnz = np.diff(indptr)
+    row_of = np.repeat(np.arange(R, dtype=np.int64), nnz)
+    is_t = cols == t if t >= 0 else np.zeros(cols.shape, dtype=bool)
+    ej = var_job[cols]
+    ek = var_type[cols]
+    big = float(n + m + 1)
+    jmin = _segment_reduce(np.minimum, np.where(is_t, big, ej), indptr, big)
+    jmax = _segment_reduce(np.maximum, np.where(is_t, -1.0, ej), indptr, -1.0)
+    kmin = _segment_reduce(np.minimum, np.where(is_t, big, ek), indptr, big)
+    kmax = _segment_reduce(np.maximum, np.where(is_t, -1.0, ek), indptr, -1.0)
+    n_t = _segment_reduce(np.add, is_t.astype(float), indptr, 0.0)
+    t_coef = np.zeros(R)
+    np.add.at(t_coef, row_of[is_t], vals[is_t])
+    n_x = nnz - n_t
+    vmin = _segment_reduce(np.minimum, np.where(is_t, np.inf, vals), indptr, np.inf)
+    vmax = _segment_reduce(np.maximum, np.where(is_t, -np.inf, vals), indptr, -np.inf)
+    rlb, rub = np.asarray(lp.row_lb, float), np.asarray(lp.row_ub, float)
+
+    role = np.zeros(R, dtype=np.int8)  # 0 unclassified, 1 time, 2 level/floor, 3 cap, 4 t-only, 5 empty
+    empty = nnz == 0
+    if np.any(empty & ((rlb > 0) | (rub < 0))):
+        return None, "an empty row excludes 0"
+    role[empty] = 5
+    t_only = (n_x == 0) & (n_t > 0)
+    role[t_only] = 4
+    single = (n_x > 0) & (jmin == jmax)
+    job_vars = np.bincount(jj, minlength=n)
+    # time rows: one job, no t, coefficients 1, (-inf, 1], all of the job's variables
+    time_cand = single & (n_t == 0) & (vmin == 1.0) & (vmax == 1.0) & (rub == 1.0) & (rlb <= 0.0)
+    time_cand &= n_x == job_vars[np.clip(jmin, 0, max(n - 1, 0)).astype(np.int64)] if n else time_cand
+    cand_rows = np.flatnonzero(time_cand)
+    cand_jobs = jmin[cand_rows].astype(np.int64)
+    first_jobs, first_pos = np.unique(cand_jobs, return_index=True)
+    time_row = np.full(n, -1, dtype=np.int64)
+    time_row[first_jobs] = cand_rows[first_pos]
+    role[time_row[first_jobs]] = 1
+    if n and np.any(time_row < 0):
+        j = int(np.flatnonzero(time_row < 0)[0])
+        return None, f"job row {j} has no time row (sum_k X[j,k] <= 1)"
+    # level rows: one job, with t (coefficient -g < 0), [0, inf); floor rows: one job, no t, [f, inf)
+    unclassified = role == 0
+    lvl = unclassified & single & (n_t == 1) & (t_coef < 0) & (rlb == 0.0) & np.isinf(rub) & (vmin > 0)
+    flo = unclassified & single & (n_t == 0) & np.isfinite(rlb) & np.isinf(rub) & (vmin > 0)
+    role[lvl | flo] = 2
+    # capacity rows: one type, no t, (-inf or <= 0, C], nonnegative coefficients
+    cap = (role == 0) & (n_x > 0) & (n_t == 0) & (kmin == kmax) & (rlb <= 0.0) & np.isfinite(rub) & (vmin >= 0)
+    role[cap] = 3
+    if np.any(role == 0):
+        r = int(np.flatnonzero(role == 0)[0])
+        return None, f"row {r} is neither a job row nor a single-type capacity row"
+
+    lvl_rows = np.flatnonzero(role == 2)
+    lvl_jobs = jmin[lvl_rows].astype(np.int64)
+    if np.any(np.bincount(lvl_jobs, minlength=n) > 1):
+        return None, "a job has more than one level/floor row"
+    level_row = np.full(n, -1, dtype=np.int64)
+    level_row[lvl_jobs] = lvl_rows
+    level_scale = np.ones(n)
+    level_scale[lvl_jobs] = np.where(n_t[lvl_rows] > 0, -t_coef[lvl_rows], 1.0)
+    cap_rows = np.flatnonzero(role == 3)
+    cap_types = kmin[cap_rows].astype(np.int64)
+    if np.any(np.bincount(cap_types, minlength=m) > 1):
+        return None, "a GPU type has more than one capacity row"
+    cap_row = np.full(m, -1, dtype=np.int64)
+    cap_row[cap_types] = cap_rows
+    C = np.full(m, np.inf)
+    C[cap_types] = rub[cap_rows]
+    if np.any(C < 0):
+        return None, "a negative capacity"
+
+    # scatter the coefficients
+    A = np.zeros((n, m))
+    W = np.zeros((n, m))
+    xe = ~is_t
+    r_e, j_e, k_e, v_e = row_of[xe], ej[xe], ek[xe], vals[xe]
+    in_lvl = role[r_e] == 2
+    A[j_e[in_lvl], k_e[in_lvl]] = v_e[in_lvl] / level_scale[j_e[in_lvl]]
+    in_cap = role[r_e] == 3
+    W[j_e[in_cap], k_e[in_cap]] = v_e[in_cap]
+    dup = np.bincount(xi[j_e[in_cap], k_e[in_cap]], minlength=nv)
+    if np.any(dup > 1):
+        return None, "a variable is in more than one capacity row"
+
+    cobj = np.asarray(lp.c, dtype=float)
+    cX = np.zeros((n, m))
+    cX[jj, kk] = cobj[xv]
+    offset = float(lp.offset)
+    common = dict(A=A, U=U, W=W, C=C, x_index=xi, t_index=t, time_row=time_row, level_row=level_row,
+                  level_scale=level_scale, cap_row=cap_row, n_rows=R)
+    if t >= 0:
+        tlb, tub = float(lp.col_lb[t]), float(lp.col_ub[t])
+        # rows with t alone are bounds on t
+        for r in np.flatnonzero(role == 4):
+            g = t_coef[r]
+            lo, hi = sorted((rlb[r] / g, rub[r] / g))
+            tlb, tub = max(tlb, lo), min(tub, hi)
+        if tlb > tub:
+            return None, "the bounds of t exclude every value"
+        fixed = tlb == tub
+    else:
+        fixed, tlb, tub = True, 0.0, 0.0
+    has_lvl_t = np.zeros(n, dtype=bool)
+    has_lvl_t[lvl_jobs] = n_t[lvl_rows] > 0
+    if not fixed:
+        gamma = float(cobj[t])
+        if gamma <= 0 or np.any(cX != 0):
+            return None, "t is free but the objective is not a positive multiple of t"
+        if np.any((level_row >= 0) & ~has_lvl_t):
+            return None, "a floor row without t next to a free t"
+        if not np.isfinite(tlb):
+            return None, "t has no lower bound"
+        return SeparableProblem(c=None, floors=None, has_level=level_row >= 0, gamma=gamma,
+                                t_bounds=(tlb, tub), offset=offset, t_value=0.0, **common), ""
+    t_val = tlb
+    floors = np.full(n, -np.inf)
+    floors[lvl_jobs] = np.where(has_lvl_t[lvl_jobs], t_val, rlb[lvl_rows] / level_scale[lvl_jobs])
+    if t >= 0:
+        offset += float(cobj[t]) * t_val
+    return SeparableProblem(c=cX, floors=floors, has_level=level_row >= 0, gamma=0.0, t_bounds=(t_val, t_val),
+                            offset=offset, t_value=t_val, **common), ""

@@ -1,0 +1,242 @@
+"""The exact structured path (``solver="structured"``) against HiGHS on the same programs.
+
+Every structured result must pass the independent checker and match HiGHS's objective to
+1e-6 relative. Most tests shrink ``base_size`` so that mid-size instances exercise the
+sampled warm start, the aggregated master and the certificate, not just the plain LP the
+solver uses for small problems.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+import hetsched as hs
+from checker import assert_feasible
+from hetsched.errors import ValidationError
+from hetsched.program import LinearProgram
+from hetsched.solvers import get_backend
+from hetsched.structured import StructuredOptions, recognize, solve_separable
+from hetsched.structured.problem import _parse
+
+REL = 1e-6
+#: Force the warm start + aggregated master on instances of a few hundred jobs.
+CG = {"base_size": 24, "fallback": "none"}
+
+
+def instance(seed: int, n: int | None = None, m: int | None = None):
+    """A random JobSet and Cluster: zeros in T, gangs, weights, repeated rows, any contention."""
+    rng = np.random.default_rng(seed)
+    n = int(rng.integers(80, 400)) if n is None else n
+    m = int(rng.choice([1, 2, 3, 5, 8, 10])) if m is None else m
+    types = [f"g{k}" for k in range(m)]
+    T = np.exp(rng.normal(0.0, 1.0, (n, m)))
+    T[rng.random((n, m)) < rng.choice([0.0, 0.3])] = 0.0
+    T[T.max(axis=1) == 0, int(rng.integers(m))] = 1.0
+    if rng.random() < 0.3:  # catalogue-like: rows repeat
+        T = T[rng.integers(0, min(n, max(2, n // 8)), n)]
+    s = rng.choice([1, 2, 4, 8], n, p=[0.7, 0.1, 0.15, 0.05]) if rng.random() < 0.5 else np.ones(n, dtype=int)
+    w = rng.choice([0.5, 1.0, 2.0], n) if rng.random() < 0.3 else np.ones(n)
+    contention = float(rng.choice([0.05, 0.25, 1.0, 3.0]))
+    counts = {t: int(max(8, rng.integers(1, 2 * max(2, int(n * contention / m))))) for t in types}
+    jobs = hs.JobSet(T, gpu_types=types, scale_factors=s, weights=w,
+                     steps_remaining=np.ceil(rng.uniform(100, 1e5, n)), time_since_start=rng.uniform(0, 1e3, n))
+    return jobs, hs.Cluster(counts)
+
+
+def _agree(policy_factory, jobs, cluster, *, aggregate=True, options=CG, highs=None):
+    a = hs.solve(policy_factory(), jobs, cluster, solver="structured", options=options, aggregate=aggregate)
+    b = hs.solve(policy_factory(), jobs, cluster, solver="highs", aggregate=aggregate, options=highs)
+    assert a.status == "optimal", a.message
+    assert b.status == "optimal", b.message
+    assert_feasible(a.X, jobs.throughputs, jobs.scale_factors, cluster.capacities(jobs.gpu_types))
+    assert a.objective == pytest.approx(b.objective, rel=REL), (a.message, b.message)
+    assert a.solver == "structured"
+    return a, b
+
+
+# ------------------------------------------------------------------ >= 50 random instances
+@pytest.mark.parametrize("seed", range(50))
+def test_max_min_fairness_matches_highs(seed):
+    jobs, cluster = instance(seed)
+    a, _ = _agree(lambda: hs.policies.MaxMinFairness(), jobs, cluster, aggregate=seed % 2 == 0)
+    assert "certified gap" in a.message
+
+
+@pytest.mark.parametrize("seed", range(8))
+def test_stage1_and_agnostic_match_highs(seed):
+    jobs, cluster = instance(100 + seed)
+    _agree(lambda: hs.policies.MaxMinFairness(second_stage=False), jobs, cluster)
+    _agree(lambda: hs.policies.MaxMinFairness(heterogeneity_aware=False), jobs, cluster)
+
+
+@pytest.mark.parametrize("seed", range(8))
+def test_min_makespan_matches_highs(seed):
+    jobs, cluster = instance(200 + seed)
+    _agree(lambda: hs.policies.MinMakespan(), jobs, cluster)
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_finish_time_fairness_matches_highs(seed):
+    """Each Newton step is a level LP; the steps use the structured level-row duals."""
+    jobs, cluster = instance(300 + seed, n=150)
+    _agree(lambda: hs.policies.FinishTimeFairness(), jobs, cluster)
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_max_sum_throughput_matches_highs(seed):
+    """Not a level LP: recognized from its rows (floor mode without floors)."""
+    jobs, cluster = instance(400 + seed)
+    _agree(lambda: hs.policies.MaxSumThroughput(), jobs, cluster)
+
+
+def test_max_sum_throughput_with_slos_matches_highs():
+    """SLO rows are per-job floors A_j . X_j >= 1."""
+    rng = np.random.default_rng(7)
+    n, m = 200, 3
+    T = np.exp(rng.normal(0, 1, (n, m)))
+    R = np.ceil(rng.uniform(1e3, 1e4, n))
+    slos = R / (0.05 * T.max(axis=1))  # each job needs 5 % of its best throughput
+    jobs = hs.JobSet(T, gpu_types=["a", "b", "c"], steps_remaining=R, slos=slos)
+    _agree(lambda: hs.policies.MaxSumThroughput(), jobs, hs.Cluster({"a": 40, "b": 40, "c": 40}))
+
+
+def test_default_options_mid_size_matches_highs():
+    """Default tuning (warm start from a 1/8 sample) on a few thousand jobs."""
+    jobs, cluster = instance(11, n=3000, m=10)
+    _agree(lambda: hs.policies.MaxMinFairness(), jobs, cluster, options=None,
+           highs={"solver": "ipm", "run_crossover": "on"})
+
+
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(seed=st.integers(0, 10_000), n=st.integers(1, 60), m=st.integers(1, 4))
+def test_property_small_instances(seed, n, m):
+    jobs, cluster = instance(seed, n=n, m=m)
+    _agree(lambda: hs.policies.MaxMinFairness(), jobs, cluster, options={"base_size": 8, "fallback": "none"})
+
+
+# ------------------------------------------------------------------ the solver itself
+def test_certificate_bounds_and_duals():
+    jobs, cluster = instance(5, n=400, m=5)
+    lp = hs.policies.MaxMinFairness().formulate(jobs, cluster)
+    P, why = recognize(lp)
+    assert why == "" and P.mode == "level"
+    r = solve_separable(P, StructuredOptions(base_size=24))
+    assert r.status == "optimal"
+    assert r.lower <= r.upper and r.gap <= 1e-7
+    ref = get_backend("highs").solve(lp)
+    assert r.t == pytest.approx(ref.x[lp.meta["t"]], rel=REL)
+    # the duals certify: lam >= 0, y >= 0 and (lam . C + sum z) / sum y equals the level
+    assert (r.lam >= 0).all() and (r.y >= 0).all() and (r.z >= 0).all()
+    C = cluster.capacities(jobs.gpu_types)
+    assert (r.lam @ C + r.z.sum()) / r.y.sum() == pytest.approx(r.t, rel=1e-7)
+
+
+def test_deterministic():
+    jobs, cluster = instance(9, n=500, m=8)
+    a = hs.solve("max_min_fairness", jobs, cluster, solver="structured", options=CG)
+    b = hs.solve("max_min_fairness", jobs, cluster, solver="structured", options=CG)
+    np.testing.assert_array_equal(a.X, b.X)
+
+
+def test_fast_path_equals_generic_parse():
+    jobs, cluster = instance(3, n=120, m=4)
+    for floor in (None, 0.3):
+        lp = hs.policies.MaxMinFairness().formulate(jobs, cluster, floor=floor)
+        assert "structure" in lp.meta
+        fast, _ = recognize(lp)
+        slow, why = _parse(lp)
+        assert why == ""
+        for name in ("A", "U", "W", "C", "floors", "time_row", "level_row", "cap_row", "level_scale"):
+            a, b = getattr(fast, name), getattr(slow, name)
+            assert (a is None and b is None) or np.array_equal(a, b), name
+        assert fast.mode == slow.mode and fast.t_index == slow.t_index
+
+
+def _coupled_lp():
+    """max x0 + x1 + x2 with one row coupling two types: not block-angular."""
+    import scipy.sparse as sp
+
+    A = sp.csr_array(np.array([[1.0, 1.0, 0.0], [1.0, 0.0, 1.0], [0.0, 1.0, 1.0]]))
+    return LinearProgram(c=np.ones(3), A=A, row_lb=np.full(3, -np.inf), row_ub=np.ones(3),
+                         col_lb=np.zeros(3), col_ub=np.full(3, np.inf), x_index=np.array([[0, 1], [2, -1]]))
+
+
+def test_unrecognized_program_is_delegated():
+    lp = _coupled_lp()
+    P, why = recognize(lp)
+    assert P is None and why
+    out = get_backend("structured").solve(lp)
+    assert out.status == "optimal" and out.objective == pytest.approx(1.5)
+    assert "not block-angular" in out.message and out.info["delegated_to"] in ("highs", "clarabel")
+    none = get_backend("structured").solve(lp, options={"fallback": "none"})
+    assert none.status == "unknown" and not none.has_solution
+
+
+def test_integer_program_is_not_recognized():
+    lp = hs.policies.MaxMinFairness().formulate(*instance(1, n=10, m=2))
+    mip = LinearProgram(c=lp.c, A=lp.A, row_lb=lp.row_lb, row_ub=lp.row_ub, col_lb=lp.col_lb, col_ub=lp.col_ub,
+                        x_index=lp.x_index, sense=lp.sense, integrality=np.ones(lp.n_vars, dtype=bool))
+    assert recognize(mip)[0] is None
+
+
+@pytest.mark.parametrize("options, word", [
+    ({"no_such_option": 1}, "no_such_option"),
+    ({"margin": 2.0}, "margin"),
+    ({"base_size": 0}, "base_size"),
+    ({"seed": -1}, "seed"),
+    ({"init": "magic"}, "init"),
+    ({"fallback": 3}, "fallback"),
+])
+def test_bad_options(options, word):
+    jobs, cluster = instance(1, n=20, m=2)
+    with pytest.raises(ValidationError, match=word):
+        hs.solve("max_min_fairness", jobs, cluster, solver="structured", options=options)
+
+
+def test_time_limit_is_a_status():
+    jobs, cluster = instance(2, n=2000, m=10)
+    res = hs.solve("max_min_fairness", jobs, cluster, solver="structured", time_limit=1e-4)
+    assert res.status == "time_limit" and not res.success
+
+
+def test_infeasible_slos_fall_back_to_the_diagnosis():
+    jobs = hs.JobSet([[1.0], [1.0]], gpu_types=["a"], steps_remaining=[100.0, 100.0], slos=[60.0, 60.0])
+    res = hs.solve("max_sum_throughput", jobs, hs.Cluster({"a": 1}), solver="structured")
+    assert res.status == "infeasible"
+    assert math.isnan(res.objective)
+
+
+def test_warm_start_from_stage1_gives_the_same_stage2():
+    """``meta["structured_warm"]`` (stage 1's ``info["warm"]``) only changes where prices start."""
+    jobs, cluster = instance(21, n=600, m=6)
+    pol = hs.policies.MaxMinFairness()
+    be = get_backend("structured")
+    lp1 = pol.formulate(jobs, cluster)
+    out1 = be.solve(lp1, options={"base_size": 24})
+    assert out1.info["warm"]["n"] == jobs.n_jobs
+    floor = out1.x[lp1.meta["t"]] * (1 - 1e-9)
+    plain = be.solve(pol.formulate(jobs, cluster, floor=floor), options={"base_size": 24})
+    from hetsched.formulations.common import level_program
+
+    lp2 = level_program(jobs, cluster.capacities(jobs.gpu_types), pol.coefficients(jobs, cluster), floor=floor,
+                        meta={"structured_warm": out1.info["warm"]})
+    warm = be.solve(lp2, options={"base_size": 24})
+    assert plain.status == warm.status == "optimal"
+    assert warm.objective == pytest.approx(plain.objective, rel=1e-9)
+    junk = level_program(jobs, cluster.capacities(jobs.gpu_types), pol.coefficients(jobs, cluster), floor=floor,
+                         meta={"structured_warm": {"lam": [1.0], "n": 3}})
+    assert recognize(junk)[0].warm is None  # malformed warm starts are ignored
+
+
+def test_fallback_never_loops_back_when_auto_picks_structured(monkeypatch):
+    """If ``choose_auto`` sends programs to "structured", its fallback must be a general solver."""
+    import hetsched.solvers.registry as reg
+
+    monkeypatch.setattr(reg, "choose_auto", lambda lp: ("structured", {}))
+    out = get_backend("structured").solve(_coupled_lp())
+    assert out.status == "optimal" and out.info["delegated_to"] != "structured"
