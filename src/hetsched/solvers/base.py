@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import importlib
+import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
@@ -11,7 +12,8 @@ import numpy as np
 
 from ..program import LinearProgram
 
-__all__ = ["Backend", "SolverOutput", "STATUSES", "SUCCESS_STATUSES", "map_status"]
+__all__ = ["Backend", "SolverOutput", "STATUSES", "SUCCESS_STATUSES", "map_status", "empty_row_conflict",
+           "decided_without_solver"]
 
 #: Every status a result can carry.
 STATUSES = (
@@ -77,6 +79,40 @@ class SolverOutput:
     def success(self) -> bool:
         """True when the status is "optimal"."""
         return self.status in SUCCESS_STATUSES
+
+
+def empty_row_conflict(lp: LinearProgram) -> str | None:
+    """Why ``lp`` is infeasible on its face: a row with no coefficients whose bounds exclude 0.
+
+    Returns None when there is no such row.
+    """
+    if lp.n_rows == 0:
+        return None
+    empty = np.diff(lp.A.tocsr().indptr) == 0
+    bad = np.flatnonzero(empty & ((lp.row_lb > 0.0) | (lp.row_ub < 0.0)))
+    if bad.size == 0:
+        return None
+    i = int(bad[0])
+    return f"row {i} has no coefficients but bounds [{lp.row_lb[i]}, {lp.row_ub[i]}] exclude 0"
+
+
+def decided_without_solver(lp: LinearProgram, backend: str, t0: float, conflict: str | None) -> SolverOutput:
+    """The output for a program settled without calling a solver.
+
+    Used by every backend for a program with no variables (optimal at ``x = []``) or with
+    an :func:`empty_row_conflict` (infeasible, ``conflict`` says which row).
+    """
+    feasible = conflict is None
+    return SolverOutput(
+        status="optimal" if feasible else "infeasible",
+        x=np.zeros(lp.n_vars) if feasible else np.full(lp.n_vars, np.nan),
+        objective=float(lp.offset) if feasible else float("nan"),
+        has_solution=feasible,
+        native_status="not solved",
+        message=f"{backend}: " + ("program has no variables" if feasible else conflict),
+        solve_s=time.perf_counter() - t0,
+        backend=backend,
+    )
 
 
 class Backend:

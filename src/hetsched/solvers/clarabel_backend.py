@@ -31,7 +31,7 @@ import scipy.sparse as sp
 
 from ..errors import CapabilityError, SolverError, ValidationError
 from ..program import LinearProgram
-from .base import Backend, SolverOutput, map_status
+from .base import Backend, SolverOutput, decided_without_solver, empty_row_conflict, map_status
 
 __all__ = ["ClarabelBackend", "DEFAULT_TOLERANCES"]
 
@@ -212,6 +212,9 @@ class ClarabelBackend(Backend):
                 f"`solver` 'clarabel' cannot solve integer programs ({lp.name}); use 'highs' or 'pulp'."
             )
         settings = _settings(time_limit, options)
+        conflict = empty_row_conflict(lp)
+        if conflict is not None or lp.n_vars == 0:
+            return decided_without_solver(lp, self.name, t0, conflict)
         A, b, n_zero, origin, orient = conic_form(lp)
         n = lp.n_vars
         sign = -1.0 if lp.sense == "max" else 1.0

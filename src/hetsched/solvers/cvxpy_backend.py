@@ -27,7 +27,7 @@ import numpy as np
 
 from ..errors import CapabilityError, SolverError, UnknownSolverError, ValidationError
 from ..program import LinearProgram
-from .base import Backend, SolverOutput, map_status
+from .base import Backend, SolverOutput, decided_without_solver, empty_row_conflict, map_status
 
 __all__ = ["CvxpyBackend", "STATUS_TABLE", "TIME_LIMIT_KEYS"]
 
@@ -93,22 +93,6 @@ def _mip_gap(stats: Any) -> float | None:
     except (TypeError, ValueError):
         return None
     return gap if np.isfinite(gap) else None
-
-
-def _trivial_output(lp: LinearProgram, backend: str, t0: float) -> SolverOutput:
-    """Output for a program with no variables: feasible iff every row admits 0."""
-    feasible = bool(np.all(lp.row_lb <= 0.0) and np.all(lp.row_ub >= 0.0))
-    status = "optimal" if feasible else "infeasible"
-    return SolverOutput(
-        status=status,
-        x=np.zeros(0),
-        objective=float(lp.offset) if feasible else float("nan"),
-        has_solution=feasible,
-        native_status="empty program",
-        message=f"{backend}: program has no variables ({status})",
-        solve_s=time.perf_counter() - t0,
-        backend=backend,
-    )
 
 
 class CvxpyBackend(Backend):
@@ -194,8 +178,9 @@ class CvxpyBackend(Backend):
                 f"cvxpy solver {solver!r} cannot solve integer programs ({lp.name}); choose one of "
                 f"{mip_capable} as `options['solver']`."
             )
-        if lp.n_vars == 0:
-            return _trivial_output(lp, self.name, t0)
+        conflict = empty_row_conflict(lp)
+        if conflict is not None or lp.n_vars == 0:
+            return decided_without_solver(lp, self.name, t0, conflict)
         limited = time_limit is not None
         if time_limit is not None:
             key = TIME_LIMIT_KEYS.get(solver)

@@ -11,7 +11,7 @@ import numpy as np
 
 from ..errors import SolverError, ValidationError
 from ..program import LinearProgram
-from .base import Backend, SolverOutput, map_status
+from .base import Backend, SolverOutput, decided_without_solver, empty_row_conflict, map_status
 
 __all__ = ["HighsBackend"]
 
@@ -33,12 +33,58 @@ def _status_table() -> dict[Any, str]:
     }
 
 
-def _presolve_doubts() -> tuple[Any, ...]:
-    """Model statuses that are re-checked with presolve off."""
+def new_highs() -> Any:
+    """A silent ``highspy.Highs`` with hetsched's default tolerances.
+
+    The feasibility tolerances are tighter than HiGHS' 1e-7 defaults: allocations are
+    compared at 1e-6 relative and a 1e-7 capacity overshoot would show up in the objective
+    (user options override them).
+    """
     import highspy
 
+    h = highspy.Highs()
+    h.setOptionValue("output_flag", False)
+    h.setOptionValue("primal_feasibility_tolerance", 1e-9)
+    h.setOptionValue("dual_feasibility_tolerance", 1e-9)
+    return h
+
+
+def apply_options(h: Any, options: Mapping[str, Any] | None) -> None:
+    """Set HiGHS options; an unknown option or a bad value raises ValidationError."""
+    import highspy
+
+    for key, value in (options or {}).items():
+        if h.setOptionValue(str(key), value) != highspy.HighsStatus.kOk:
+            raise ValidationError(
+                f"`options[{key!r}]` = {value!r} was rejected by HiGHS (unknown option or bad value)."
+            )
+
+
+def run_rechecked(h: Any, name: str, *, recheck: bool = True, cold: bool = False) -> tuple[Any, Any]:
+    """``h.run()``; an infeasibility verdict is re-checked once with presolve off.
+
+    HiGHS' presolve, with the 1e-9 tolerances of :func:`new_highs`, has declared feasible LPs
+    infeasible (seen on hierarchical FIFO rank LPs whose rows sit exactly on their floors).
+    ``cold`` clears the solver before the re-check; otherwise the basis is kept (warm
+    sessions). Presolve is restored afterwards. Returns ``(run_status, model_status)``.
+    """
+    import highspy
+
+    run_status = h.run()
+    native = h.getModelStatus()
     S = highspy.HighsModelStatus
-    return (S.kInfeasible, S.kUnboundedOrInfeasible)
+    if recheck and native in (S.kInfeasible, S.kUnboundedOrInfeasible):
+        log.debug("highs %s: %s with presolve; re-checking without presolve", name, h.modelStatusToString(native))
+        previous = h.getOptionValue("presolve")
+        if isinstance(previous, tuple):  # highspy 1.12 returns (status, value)
+            previous = previous[1]
+        h.setOptionValue("presolve", "off")
+        if cold:
+            h.clearSolver()
+        run_status = h.run()
+        native = h.getModelStatus()
+        h.setOptionValue("presolve", previous)
+    return run_status, native
 
 
 def load_model(h: Any, lp: LinearProgram) -> None:
@@ -94,49 +140,25 @@ class HighsBackend(Backend):
         import highspy
 
         t0 = time.perf_counter()
-        h = highspy.Highs()
-        h.setOptionValue("output_flag", False)
-        # Tighter than HiGHS' 1e-7 defaults: allocations are compared at 1e-6 relative and
-        # a 1e-7 capacity overshoot would show up in the objective (user options override).
-        h.setOptionValue("primal_feasibility_tolerance", 1e-9)
-        h.setOptionValue("dual_feasibility_tolerance", 1e-9)
+        h = new_highs()
         if time_limit is not None:
             h.setOptionValue("time_limit", float(time_limit))
-        for key, value in (options or {}).items():
-            status = h.setOptionValue(str(key), value)
-            if status != highspy.HighsStatus.kOk:
-                raise ValidationError(
-                    f"`options[{key!r}]` = {value!r} was rejected by HiGHS (unknown option or bad value)."
-                )
+        apply_options(h, options)
+        conflict = empty_row_conflict(lp)
+        if conflict is not None or lp.n_vars == 0:
+            return decided_without_solver(lp, self.name, t0, conflict)
         load_model(h, lp)
-        run_status = h.run()
-        native = h.getModelStatus()
-        if native in _presolve_doubts() and "presolve" not in (options or {}) and not lp.is_mip:
-            # HiGHS' presolve, with the tight 1e-9 tolerances set above, has declared
-            # feasible LPs infeasible (seen on hierarchical FIFO rank LPs whose rows sit
-            # exactly on their floors); a verdict of infeasibility is re-checked without it
-            log.debug("highs %s: %s with presolve; re-checking without presolve", lp.name,
-                      h.modelStatusToString(native))
-            h.setOptionValue("presolve", "off")
-            h.clearSolver()
-            run_status = h.run()
-            native = h.getModelStatus()
+        recheck = "presolve" not in (options or {}) and not lp.is_mip
+        run_status, native = run_rechecked(h, lp.name, recheck=recheck, cold=True)
         status = map_status(native, _status_table())
         native_str = h.modelStatusToString(native)
-        if native == highspy.HighsModelStatus.kModelEmpty and lp.n_rows and (
-            np.any(lp.row_lb > 0) or np.any(lp.row_ub < 0)
-        ):
-            status = "infeasible"  # rows with no variables whose bounds exclude 0
         if run_status == highspy.HighsStatus.kError and status == "unknown":
             raise SolverError(f"HiGHS failed on program {lp.name!r}: model status {native_str!r}.")
         info = h.getInfo()
         has_solution = status in ("optimal", "time_limit", "iteration_limit") and (
             status == "optimal" or info.primal_solution_status == highspy.kSolutionStatusFeasible
         )
-        if lp.n_vars == 0:
-            x = np.zeros(0)
-            has_solution = status == "optimal"
-        elif has_solution:
+        if has_solution:
             sol = h.getSolution()
             x = np.asarray(sol.col_value, dtype=float)
         else:
@@ -146,8 +168,6 @@ class HighsBackend(Backend):
             row_dual = np.asarray(h.getSolution().row_dual, dtype=float)
         mip_gap = float(info.mip_gap) if lp.is_mip and has_solution else None
         objective = float(info.objective_function_value) if has_solution else float("nan")
-        if lp.n_vars == 0:
-            objective = float(lp.offset)
         elapsed = time.perf_counter() - t0
         log.debug("highs %s: %s in %.3fs (%d vars, %d rows)", lp.name, native_str, elapsed, lp.n_vars, lp.n_rows)
         return SolverOutput(

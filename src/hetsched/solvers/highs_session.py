@@ -14,10 +14,10 @@ from typing import Any
 
 import numpy as np
 
-from ..errors import SolverError, ValidationError
+from ..errors import SolverError
 from ..program import LinearProgram
 from .base import SolverOutput, map_status
-from .highs import _presolve_doubts, _status_table, load_model
+from .highs import _status_table, apply_options, load_model, new_highs, run_rechecked
 
 __all__ = ["HighsSession"]
 
@@ -37,22 +37,11 @@ class HighsSession:
     """
 
     def __init__(self, lp: LinearProgram, options: Mapping[str, Any] | None = None) -> None:
-        import highspy
-
-        self._hs = highspy
         self.lp = lp
-        self.h = highspy.Highs()
-        self.h.setOptionValue("output_flag", False)
-        self.h.setOptionValue("primal_feasibility_tolerance", 1e-9)
-        self.h.setOptionValue("dual_feasibility_tolerance", 1e-9)
-        self._apply(options)
+        self.h = new_highs()
+        apply_options(self.h, options)
         load_model(self.h, lp)
         self.n_runs = 0
-
-    def _apply(self, options: Mapping[str, Any] | None) -> None:
-        for key, value in (options or {}).items():
-            if self.h.setOptionValue(str(key), value) != self._hs.HighsStatus.kOk:
-                raise ValidationError(f"`options[{key!r}]` = {value!r} was rejected by HiGHS.")
 
     # --------------------------------------------------------------- changes
     def set_col_bounds(self, cols: np.ndarray, lb: Any, ub: Any) -> None:
@@ -89,15 +78,9 @@ class HighsSession:
     def run(self, *, time_limit: float | None = None, options: Mapping[str, Any] | None = None) -> SolverOutput:
         """Re-solve from the current basis and return the usual :class:`SolverOutput`."""
         t0 = time.perf_counter()
-        self._apply(options)
+        apply_options(self.h, options)
         self.h.setOptionValue("time_limit", float(time_limit) if time_limit is not None else float("inf"))
-        self.h.run()
-        native = self.h.getModelStatus()
-        if native in _presolve_doubts():  # re-check an infeasibility verdict without presolve
-            self.h.setOptionValue("presolve", "off")
-            self.h.run()
-            native = self.h.getModelStatus()
-            self.h.setOptionValue("presolve", "choose")
+        _, native = run_rechecked(self.h, self.lp.name)
         status = map_status(native, _status_table())
         native_str = self.h.modelStatusToString(native)
         if status == "unknown":

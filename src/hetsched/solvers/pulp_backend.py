@@ -26,7 +26,7 @@ import numpy as np
 
 from ..errors import SolverError, ValidationError
 from ..program import LinearProgram
-from .base import Backend, SolverOutput, map_status
+from .base import Backend, SolverOutput, decided_without_solver, empty_row_conflict, map_status
 
 __all__ = ["PulpBackend", "STATUS_TABLE", "OPTION_KEYS", "cbc_mip_gap"]
 
@@ -104,22 +104,6 @@ def _check_options(options: Mapping[str, Any] | None) -> dict[str, Any]:
     return opts
 
 
-def _trivial_output(lp: LinearProgram, backend: str, t0: float, infeasible: str | None) -> SolverOutput:
-    """Output decided without CBC: no variables (``infeasible`` None), or a row without
-    coefficients whose bounds exclude 0 (``infeasible`` says which)."""
-    feasible = infeasible is None
-    return SolverOutput(
-        status="optimal" if feasible else "infeasible",
-        x=np.zeros(lp.n_vars) if feasible else np.full(lp.n_vars, np.nan),
-        objective=float(lp.offset) if feasible else float("nan"),
-        has_solution=feasible,
-        native_status="not solved by CBC",
-        message=f"{backend}: " + ("program has no variables" if feasible else infeasible),
-        solve_s=time.perf_counter() - t0,
-        backend=backend,
-    )
-
-
 class PulpBackend(Backend):
     """PuLP with its bundled CBC (``pulp.PULP_CBC_CMD``); LPs and MIPs.
 
@@ -190,9 +174,10 @@ class PulpBackend(Backend):
 
         t0 = time.perf_counter()
         opts = _check_options(options)
-        prob, xs, infeasible = self._build(pulp, lp)
-        if infeasible is not None or lp.n_vars == 0:
-            return _trivial_output(lp, self.name, t0, infeasible)
+        conflict = empty_row_conflict(lp)
+        if conflict is not None or lp.n_vars == 0:
+            return decided_without_solver(lp, self.name, t0, conflict)
+        prob, xs = self._build(pulp, lp)
 
         log_path = None
         if not opts.get("msg", False):
@@ -250,9 +235,9 @@ class PulpBackend(Backend):
         )
 
     @staticmethod
-    def _build(pulp: Any, lp: LinearProgram) -> tuple[Any, list[Any], str | None]:
-        """The PuLP problem, its variables, and why it is infeasible when a row without
-        coefficients excludes 0 (else None)."""
+    def _build(pulp: Any, lp: LinearProgram) -> tuple[Any, list[Any]]:
+        """The PuLP problem and its variables (rows without coefficients are skipped: the
+        caller has ruled out those whose bounds exclude 0)."""
         sense = pulp.LpMaximize if lp.sense == "max" else pulp.LpMinimize
         prob = pulp.LpProblem(_safe_name(lp.name), sense)
         integer = np.zeros(lp.n_vars, dtype=bool) if lp.integrality is None else np.asarray(lp.integrality, bool)
@@ -280,8 +265,6 @@ class PulpBackend(Backend):
             lo, hi = rlb[i], rub[i]
             s, e = indptr[i], indptr[i + 1]
             if s == e:
-                if lo > 0.0 or hi < 0.0:
-                    return prob, xs, f"row {i} has no coefficients but bounds [{lo}, {hi}] exclude 0"
                 continue
             expr = pulp.LpAffineExpression([(xs[j], float(v)) for j, v in zip(indices[s:e], data[s:e])])
             if np.isfinite(lo) and lo == hi:
@@ -291,7 +274,7 @@ class PulpBackend(Backend):
                 prob.addConstraint(pulp.LpConstraint(expr, pulp.LpConstraintLE, rhs=float(hi)), f"r{i}")
             if np.isfinite(lo):
                 prob.addConstraint(pulp.LpConstraint(expr, pulp.LpConstraintGE, rhs=float(lo)), f"r{i}_lb")
-        return prob, xs, None
+        return prob, xs
 
 
 def _safe_name(name: str) -> str:
