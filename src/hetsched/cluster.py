@@ -7,7 +7,7 @@ from collections.abc import Iterable, Mapping
 
 import numpy as np
 
-from .errors import ValidationError, show
+from .errors import ValidationError
 
 __all__ = ["Cluster"]
 

@@ -80,6 +80,15 @@ class SolveContext:
         finally:
             self.build_s += time.perf_counter() - t0
 
+    def _not_started(self, lp: LinearProgram, backend: str) -> SolverOutput:
+        """The output for a program the exhausted time budget left no time to start."""
+        return SolverOutput(
+            status="time_limit", x=np.full(lp.n_vars, np.nan), objective=float("nan"),
+            has_solution=False, native_status="not started",
+            message=f"time limit of {self.time_limit}s reached before program {lp.name!r}",
+            solve_s=0.0, backend=backend,
+        )
+
     def open_session(self, lp: LinearProgram, *, purpose: str) -> HighsSession:
         """Load ``lp`` into a warm-startable HiGHS session (for sequences of related LPs).
 
@@ -105,11 +114,7 @@ class SolveContext:
         """Solve ``session`` from its current basis, within the remaining time budget."""
         remaining = self.remaining()
         if remaining is not None and remaining <= 0:
-            return SolverOutput(
-                status="time_limit", x=np.full(session.lp.n_vars, np.nan), objective=float("nan"),
-                has_solution=False, native_status="not started",
-                message=f"time limit of {self.time_limit}s reached", solve_s=0.0, backend="highs",
-            )
+            return self._not_started(session.lp, "highs")
         merged = {**dict(options or {}), **self.options}
         out = session.run(time_limit=remaining, options=merged)
         self.n_programs += 1
@@ -134,16 +139,7 @@ class SolveContext:
         merged = {**auto_opts, **dict(options or {}), **self.options}
         remaining = self.remaining()
         if remaining is not None and remaining <= 0:
-            out = SolverOutput(
-                status="time_limit",
-                x=backend.no_solution(lp),
-                objective=float("nan"),
-                has_solution=False,
-                native_status="not started",
-                message=f"time limit of {self.time_limit}s reached before program {lp.name!r}",
-                solve_s=0.0,
-                backend=name,
-            )
+            out = self._not_started(lp, name)
         else:
             out = backend.solve(lp, time_limit=remaining, options=merged)
         self.n_programs += 1

@@ -329,7 +329,7 @@ def _match(p: np.ndarray, free: np.ndarray, usable: np.ndarray) -> np.ndarray:
     slot_start = np.concatenate([[0], np.cumsum(P)])[:-1] + 1 + n_c
     n_slots = int(P.sum())
     sink = 1 + n_c + n_slots
-    tails, heads, costs, caps, arc_type = [], [], [], [], []
+    tails, heads, costs, arc_type = [], [], [], []
     finite_max = 0.0
     for k in range(m):
         if P[k] == 0:

@@ -48,7 +48,7 @@ from ..errors import MissingFieldError, ValidationError, show
 from ..jobs import JobSet
 from .base import Policy, PolicyOutcome, register_policy
 from .builder import ProgramBuilder
-from .common import STAGE2_RELATIVE_SLACK, add_base_rows
+from .common import add_base_rows
 from .max_min_fairness import normalized_share_coefficients
 from .water_filling import water_fill
 

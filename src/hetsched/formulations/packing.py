@@ -302,7 +302,7 @@ def pair_variables(jobs: JobSet, usable: np.ndarray, packing: Packing) -> PairVa
     ValidationError
         A pair throughput where the member's own throughput is 0.
     """
-    n, m = jobs.n_jobs, jobs.n_types
+    m = jobs.n_types
     key = packing.job_keys(jobs)
     tab = packing.aligned(jobs.gpu_types)
     idx = packing.pairs.index

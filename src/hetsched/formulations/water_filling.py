@@ -255,9 +255,10 @@ class _LevelModel:
         self.row_lb = lp.row_lb.copy()
         self.A = lp.A.copy()
         # position of each level row's t coefficient inside A.data (to zero it on freezing)
-        starts, ends = self.A.indptr[self.level_rows], self.A.indptr[self.level_rows + 1]
-        self.t_pos = np.array([st + int(np.flatnonzero(self.A.indices[st:en] == self.t)[0])
-                               for st, en in zip(starts, ends)], dtype=np.int64)
+        # (level rows are consecutive and each holds t once, so row order is group order)
+        row_of_entry = np.repeat(np.arange(self.A.shape[0]), np.diff(self.A.indptr))
+        in_level = (row_of_entry >= self.level_rows[0]) & (row_of_entry <= self.level_rows[-1])
+        self.t_pos = np.flatnonzero(in_level & (self.A.indices == self.t))
     def _costs(self, cols, values) -> None:
         self.c[cols] = values
         if self.session is not None:

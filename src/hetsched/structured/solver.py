@@ -917,11 +917,10 @@ def _solve_floor(P: SeparableProblem, opts: StructuredOptions, deadline: float |
                 amb[fj[~np.isfinite(ch.value)]] = True
                 continue
             fixed_load = (W[fj] * X0).sum(axis=0)
-            fixed_obj = float((c[fj] * X0).sum())
         else:
             X0 = X1 = Xs = np.zeros((0, m))
             uj = sj = np.zeros(0, dtype=np.int64)
-            agg, fixed_load, fixed_obj = None, np.zeros(m), 0.0
+            agg, fixed_load = None, np.zeros(m)
         res.pricing_s += time.perf_counter() - t_p
         t_m = time.perf_counter()
         lp, maps = _master(P, amb_idx, cap_rhs=C - fixed_load, level=False, agg=agg)
