@@ -280,7 +280,15 @@ def test_bad_workload_and_policy():
         simulate("max_min_fairness", no_steps, cl)
 
 
-def test_configuration_policy_is_rejected_clearly():
+def test_configuration_policy_runs():
+    # Sia used to be rejected by the simulator; its configurations now run as rows
     tr = generate_workload(4, rate_per_hour=5.0, seed=0, long_job_prob=0.0)
-    with pytest.raises(ValidationError, match=r"policy 'sia' chooses a GPU type \*and count\*"):
-        simulate("sia", tr, hs.Cluster({"v100": 4, "p100": 4, "k80": 4}))
+    cl = hs.Cluster({"v100": 4, "p100": 4, "k80": 4})
+    res = simulate("sia", tr, cl)
+    assert res.summary["n_completed"] == 4
+    js = hs.JobSet(tr.jobs.with_columns(cl.gpu_types).throughputs, gpu_types=cl.gpu_types, ids=np.arange(4),
+                   scale_factors=tr.jobs.scale_factors)
+    goodput = hs.policies.Sia().goodput_table(js, cl)  # the policy's input model, per configuration
+    bound = lambda j, p, k, g: float(goodput.loc[j, (cl.gpu_types[k], g)])  # noqa: E731
+    assert check_simulation(res, rate_bound=bound) == []
+    assert (res.runs["gpus"] != res.jobs["scale_factor"].to_numpy()[res.runs["job"]]).any()  # elastic

@@ -18,6 +18,7 @@ from .errors import (
     CapabilityError,
     HetschedError,
     MissingFieldError,
+    SchedulerError,
     SolverError,
     UnknownPolicyError,
     UnknownSolverError,
@@ -31,7 +32,19 @@ from .mechanism import RoundPlan, ShareHistory, carve_shares, plan_round
 from .partition import Partitioned
 from .placement import Placement, PlacementCosts, place, place_plan
 from .schedulers import ServiceDistribution, Tiresias, TiresiasState
-from .sim import SimulationResult, Trace, generate_workload, load_trace, simulate, sweep
+from .sim import (
+    PolicyScheduler,
+    RoundRows,
+    RoundScheduler,
+    RoundView,
+    SimOptions,
+    SimulationResult,
+    Trace,
+    generate_workload,
+    load_trace,
+    simulate,
+    sweep,
+)
 from .solvers import available_solvers
 from .topology import Server, Topology
 from .throughputs import PairThroughputs, ThroughputCatalogue, generate_catalogue, load_gavel_throughputs
@@ -58,6 +71,12 @@ __all__ = [
     "Partitioned",
     "RoundPlan",
     "ServiceDistribution",
+    "PolicyScheduler",
+    "RoundRows",
+    "RoundScheduler",
+    "RoundView",
+    "SchedulerError",
+    "SimOptions",
     "SimulationResult",
     "Tiresias",
     "TiresiasState",

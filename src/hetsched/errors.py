@@ -16,6 +16,7 @@ __all__ = [
     "UnknownSolverError",
     "SolverError",
     "CapabilityError",
+    "SchedulerError",
 ]
 
 
@@ -51,6 +52,12 @@ class CapabilityError(ValidationError):
 
 class SolverError(HetschedError, RuntimeError):
     """The solver crashed or returned something unusable (not: infeasible, time limit)."""
+
+
+class SchedulerError(HetschedError, RuntimeError):
+    """A round scheduler returned a plan that breaks a rule of the round loop (over-used GPU
+    type, a job twice in one round, a split pair); the message names the round, the job and
+    the rule. This is a bug in the scheduler, never trimmed silently."""
 
 
 def show(value: object) -> str:

@@ -55,9 +55,14 @@ class Policy:
         programs).
     uses_n_total : bool
         Whether the math depends on the total number of jobs (true for isolated shares).
+    emits_configurations : bool
+        Whether the policy chooses a GPU type *and count* per job (``extra["configurations"]``,
+        Sia) rather than time fractions; the round loop then runs each configuration the whole
+        round and hands the last one back as ``current``.
     """
 
     name: ClassVar[str] = ""
+    emits_configurations: ClassVar[bool] = False
     requires: ClassVar[tuple[str, ...]] = ()
     reads: ClassVar[tuple[str, ...]] = ()
     aggregatable: ClassVar[bool] = True

@@ -280,6 +280,7 @@ class Sia(Policy):
 
     name = "sia"
     aggregatable = False
+    emits_configurations = True
     goodput: Any = None
     fairness_power: float = -0.5
     lambda_unallocated: float | None = None

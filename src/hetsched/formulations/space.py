@@ -412,6 +412,8 @@ def _check_options(packing: Any, placement_sensitivity: Any) -> None:
     from .packing import Packing
     from .placement_sensitivity import PlacementSensitivity
 
+    resolved_option(packing, "packing")
+    resolved_option(placement_sensitivity, "placement_sensitivity")
     if packing is not None and not isinstance(packing, Packing):
         raise ValidationError(
             f"`packing` must be a hetsched.formulations.packing.Packing; got {type(packing).__name__}."
@@ -421,6 +423,16 @@ def _check_options(packing: Any, placement_sensitivity: Any) -> None:
             "`placement_sensitivity` must be a hetsched.formulations.placement_sensitivity.PlacementSensitivity; "
             f"got {type(placement_sensitivity).__name__}."
         )
+
+
+def resolved_option(value: Any, name: str) -> Any:
+    """``value`` unless it is the ``"workload"`` placeholder, which only the simulator binds."""
+    if isinstance(value, str) and value == "workload":
+        raise ValidationError(
+            f"`{name}='workload'` takes its table from a simulated workload's catalogue and works only in "
+            f"hetsched.simulate(); for solve(), pass a {'Packing' if name == 'packing' else 'PlacementSensitivity'} "
+            "object (e.g. .from_catalogue(catalogue, rows, job_ids)).")
+    return value
 
 
 def _no_resource_fields(jobs: JobSet) -> None:

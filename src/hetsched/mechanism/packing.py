@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import numpy as np
 
-__all__ = ["greedy_pack", "greedy_pack_sequential"]
+__all__ = ["greedy_pack", "greedy_pack_members", "greedy_pack_sequential"]
 
 
 def greedy_pack(
@@ -143,4 +143,62 @@ def greedy_pack_sequential(
             continue
         assignment[j] = k
         rem[k] -= s[j]
+    return np.asarray(assignment, dtype=np.int64)
+
+
+def greedy_pack_members(
+    entry_unit: np.ndarray,
+    entry_type: np.ndarray,
+    gangs: np.ndarray,
+    capacities: np.ndarray,
+    members: np.ndarray,
+) -> np.ndarray:
+    """The greedy walk over *allocation rows* whose members may overlap (space sharing).
+
+    A unit (an allocation row: one job, or a pair of jobs sharing one gang) is accepted on
+    type ``k`` when it is not placed yet, none of its member jobs runs in another unit this
+    round, and ``k`` has ``gangs[u]`` free GPUs. Sequential: the units of a round are few
+    (a few per job), and the member rule does not vectorize like :func:`greedy_pack`.
+
+    Parameters
+    ----------
+    entry_unit, entry_type : ndarray of int, shape (n_entries,)
+        Unit row and type column of each candidate entry, best first.
+    gangs : ndarray of int, shape (n_units,)
+        GPUs each unit holds.
+    capacities : ndarray of int, shape (n_types,)
+    members : ndarray of int, shape (n_units, 2)
+        Member jobs (any non-negative integer keys); -1 for "no second member".
+
+    Returns
+    -------
+    ndarray of int64, shape (n_units,)
+        Type column each unit runs on, or -1.
+
+    Examples
+    --------
+    Units 0 = job 7 alone, 1 = jobs 7 and 8 together, 2 = job 8 alone; one type, 2 GPUs.
+    The pair comes first; the single units of its members are then excluded:
+
+    >>> greedy_pack_members(np.array([1, 0, 2]), np.array([0, 0, 0]), np.array([1, 1, 1]),
+    ...                     np.array([2]), np.array([[7, -1], [7, 8], [8, -1]])).tolist()
+    [-1, 0, -1]
+    """
+    n_units = int(np.asarray(gangs).shape[0])
+    assignment = [-1] * n_units
+    rem = [int(c) for c in capacities]
+    g = [int(v) for v in gangs]
+    mem = np.asarray(members, dtype=np.int64).tolist()
+    busy: set[int] = set()
+    for u, k in zip(np.asarray(entry_unit).tolist(), np.asarray(entry_type).tolist()):
+        if assignment[u] >= 0 or g[u] > rem[k]:
+            continue
+        a, b = mem[u]
+        if a in busy or (b >= 0 and b in busy):
+            continue
+        assignment[u] = k
+        rem[k] -= g[u]
+        busy.add(a)
+        if b >= 0:
+            busy.add(b)
     return np.asarray(assignment, dtype=np.int64)

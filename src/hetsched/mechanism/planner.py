@@ -14,7 +14,7 @@ from ..errors import ValidationError
 from ..jobs import JobSet
 from ..result import Allocation
 from .history import ShareHistory, check_round_seconds
-from .packing import greedy_pack
+from .packing import greedy_pack, greedy_pack_members
 from .plan import MODES, RULES, RoundPlan
 from .priority import priority_order
 from .validation import as_id_array, check_allocation_arrays, check_nonneg_float, check_option
@@ -42,6 +42,7 @@ def plan_round_arrays(
     work_conserving: bool = True,
     tolerance: float = 1e-6,
     zero_tol: float = 1e-9,
+    members: Any = None,
 ) -> RoundPlan:
     """Plan one round from plain arrays (the core; :func:`plan_round` adapts an Allocation).
 
@@ -83,6 +84,12 @@ def plan_round_arrays(
     zero_tol : float, default 1e-9
         Entries of X at or below it count as zero: the job never runs on that type (LP
         solvers return such noise; Gavel's rule would give it infinite priority).
+    members : array-like of int, shape (n_jobs, 2), optional
+        When the rows of X are *allocation rows* rather than jobs (space sharing, or one
+        job's consolidated and unconsolidated rows), the member jobs of each row (-1 for
+        "no second member"): rows sharing a member never run in the same round
+        (:func:`~hetsched.mechanism.packing.greedy_pack_members`). ``scale_factors`` are
+        then the rows' GPU counts.
 
     Returns
     -------
@@ -132,7 +139,13 @@ def plan_round_arrays(
             X, base.received, base.elapsed, prev, L, rule=rule, stickiness=stickiness, zero_tol=zero_tol,
             work_conserving=work_conserving,
         )
-        assignment, passes = greedy_pack(ej, ek, s, cap, n)
+        if members is None:
+            assignment, passes = greedy_pack(ej, ek, s, cap, n)
+        else:
+            mem = np.asarray(members, dtype=np.int64)
+            if mem.shape != (n, 2):
+                raise ValidationError(f"`members` must have shape (n_rows, 2) = ({n}, 2); got {mem.shape}.")
+            assignment, passes = greedy_pack_members(ej, ek, s, cap, mem), 1
         share = np.zeros((n, m))
         run = assignment >= 0
         share[np.flatnonzero(run), assignment[run]] = 1.0

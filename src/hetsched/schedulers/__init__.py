@@ -7,23 +7,22 @@ A scheduler here has the per-round interface a round loop (such as the simulator
   :class:`~hetsched.mechanism.RoundPlan` (whole gangs on one GPU type, mode "rounds");
 * ``state = sched.record(state, plan, seconds)`` -> the next (immutable) state.
 
-:func:`replay` runs that loop over a workload of jobs with arrival times and total steps.
+The same object also implements the round loop's interface
+(:class:`~hetsched.sim.RoundScheduler`: ``plan_round`` / ``record_round``), so
+``hetsched.simulate(hetsched.Tiresias(), workload, cluster)`` runs it on any trace.
 """
 
 from __future__ import annotations
 
 from .gittins import ServiceDistribution, gittins_index
-from .replay import ReplayResult, replay
 from .tiresias import ORDERS, SERVICES, Tiresias, TiresiasPlan, TiresiasState
 
 __all__ = [
     "ORDERS",
     "SERVICES",
-    "ReplayResult",
     "ServiceDistribution",
     "Tiresias",
     "TiresiasPlan",
     "TiresiasState",
     "gittins_index",
-    "replay",
 ]

@@ -452,6 +452,36 @@ class Tiresias:
         pos[order] = np.arange(n) - starts
         return pos
 
+    # ------------------------------------------------------------ round loop
+    def plan_round(self, view: Any, state: TiresiasState) -> Any:
+        """The round loop's entry (:class:`~hetsched.sim.RoundScheduler`): :meth:`plan` on the
+        view's active jobs, as allocation rows (whole gangs at their consolidated throughput,
+        or the unconsolidated one when placement spreads them)."""
+        from ..sim.rounds import RoundRows
+
+        if self.service == "epochs":
+            raise ValidationError(
+                "Tiresias(service='epochs') needs epochs completed per round, which the simulator does not model; "
+                "use service='gpu_time' or 'time' in simulate().")
+        jobs = view.jobset(("arrival_times", "steps_remaining"))
+        plan = self.plan(jobs, view.cluster, state, round_seconds=view.round_seconds)
+        r = np.flatnonzero(plan.assignment >= 0)
+        k = plan.assignment[r]
+        T = view.throughputs
+        U = view.unconsolidated if view.unconsolidated is not None else T
+        return RoundRows(view.jobs[r], k, plan.scale_factors[r], T[r, k], spread_rate=U[r, k], payload=(plan, r))
+
+    def record_round(self, state: TiresiasState, ran: Any, seconds: np.ndarray) -> TiresiasState:
+        """The round loop's record: :meth:`record` with the rows that ran and how long each ran
+        (jobs that did not run wait the whole round)."""
+        from ..sim.policy_scheduler import ran_plan
+
+        plan = ran_plan(ran)
+        per_job = np.full(plan.n_jobs, float(plan.round_seconds))
+        r = ran.payload[1][ran.row_id]
+        per_job[r] = seconds
+        return self.record(state, plan, per_job)
+
     def record(self, state: TiresiasState | None, plan: RoundPlan, seconds: Any = None, *,
                progress: Any = None) -> TiresiasState:
         """The state after ``plan`` ran: attained service, demotions, promotions, clock.

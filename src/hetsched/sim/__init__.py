@@ -8,7 +8,11 @@
 (20, True)
 
 Modules: :mod:`.trace` (Trace, generated workloads), :mod:`.readers` (Gavel, Philly,
-Helios/Lucid and Alibaba PAI traces from local files), :mod:`.simulator` (the loop),
+Helios/Lucid and Alibaba PAI traces from local files), :mod:`.rounds` (the round loop's
+interface: RoundView, RoundRows, RoundScheduler), :mod:`.policy_scheduler` (any policy as a
+round scheduler), :mod:`.simulator` (the driver with a simulated clock), :mod:`.ledger`
+(per-job accounting), :mod:`.placing` (rows onto servers), :mod:`.options` (SimOptions),
+:mod:`.result` (SimulationResult),
 :mod:`.metrics` (definitions), :mod:`.sweep` (grids over an Executor), :mod:`.plots`
 (matplotlib, imported lazily), :mod:`.config` (TOML experiment files), :mod:`.bench`
 (speed measurement).
@@ -27,7 +31,11 @@ from .readers import (
     read_philly_trace,
     trace_from_table,
 )
-from .simulator import SimulationResult, simulate
+from .options import SimOptions
+from .policy_scheduler import PolicyScheduler
+from .result import SimulationResult
+from .rounds import RoundRows, RoundScheduler, RoundView
+from .simulator import as_scheduler, simulate
 from .sweep import expand_grid, sweep
 from .trace import Trace, as_trace, generate_workload
 
@@ -35,8 +43,14 @@ __all__ = [
     "ExperimentConfig",
     "FTF_THRESHOLD",
     "JOB_TABLE_COLUMNS",
+    "PolicyScheduler",
+    "RoundRows",
+    "RoundScheduler",
+    "RoundView",
+    "SimOptions",
     "SimulationResult",
     "Trace",
+    "as_scheduler",
     "as_trace",
     "expand_grid",
     "generate_workload",

@@ -53,6 +53,12 @@ class Trace:
         Where the trace came from, in words (recorded in results).
     meta : dict
         Free-form details of the source (generator parameters, file names, skipped rows).
+    catalogue : ThroughputCatalogue, optional
+        The throughput catalogue the jobs were sampled from (a generated workload keeps
+        it): policies with ``packing="workload"`` or ``placement_sensitivity="workload"``
+        take the pair and unconsolidated tables from it in :func:`~hetsched.sim.simulate`.
+    catalogue_rows : ndarray of int64, optional
+        The catalogue row of each job (with ``catalogue``).
     """
 
     jobs: JobSet
@@ -61,6 +67,8 @@ class Trace:
     deadlines: np.ndarray | None = None
     source: str = "jobs"
     meta: dict[str, Any] = field(default_factory=dict)
+    catalogue: ThroughputCatalogue | None = None
+    catalogue_rows: np.ndarray | None = None
 
     def __post_init__(self) -> None:
         jobs = self.jobs
@@ -108,6 +116,19 @@ class Trace:
                     f"{show(jobs.ids[j])} arrives at {show(arr[j])} with deadline {show(d[j])}."
                 )
             object.__setattr__(self, "deadlines", d)
+        if (self.catalogue is None) != (self.catalogue_rows is None):
+            raise ValidationError("`catalogue` and `catalogue_rows` must be given together.")
+        if self.catalogue is not None:
+            if not isinstance(self.catalogue, ThroughputCatalogue):
+                raise ValidationError(
+                    f"`catalogue` must be a ThroughputCatalogue; got {type(self.catalogue).__name__}.")
+            rows = np.asarray(self.catalogue_rows)
+            if rows.shape != (n,) or (n and (rows.dtype.kind not in "iu" or rows.min() < 0
+                                             or rows.max() >= len(self.catalogue))):
+                raise ValidationError(
+                    f"`catalogue_rows` must hold one catalogue row number in [0, {len(self.catalogue) - 1}] per job "
+                    f"({n}); got shape {rows.shape}.")
+            object.__setattr__(self, "catalogue_rows", rows.astype(np.int64))
 
     # ------------------------------------------------------------------ access
     @property
@@ -156,6 +177,8 @@ class Trace:
             deadlines=None if self.deadlines is None else self.deadlines[idx],
             source=self.source,
             meta=dict(self.meta),
+            catalogue=self.catalogue,
+            catalogue_rows=None if self.catalogue_rows is None else self.catalogue_rows[idx],
         )
 
     def __repr__(self) -> str:
@@ -213,7 +236,8 @@ def as_trace(workload: Any, *, catalogue: ThroughputCatalogue | None = None) -> 
         if catalogue is not None and catalogue.unconsolidated is not None:
             cols = [catalogue.gpu_types.index(t) for t in workload.jobs.gpu_types]
             U = catalogue.unconsolidated[np.ix_(workload.rows, cols)]
-        return Trace(workload.jobs, unconsolidated=U, job_types=workload.job_types, source="workload")
+        return Trace(workload.jobs, unconsolidated=U, job_types=workload.job_types, source="workload",
+                     catalogue=catalogue, catalogue_rows=None if catalogue is None else workload.rows)
     raise ValidationError(
         f"`workload` must be a hetsched.sim.Trace, a JobSet or a hetsched.workloads.Workload; "
         f"got {type(workload).__name__}."
@@ -233,6 +257,7 @@ def generate_workload(
     slo_factors: Sequence[float] | None = None,
     n_entities: int | None = None,
     id_prefix: str | None = "j",
+    pairs: bool = False,
 ) -> Trace:
     r"""A generated trace: Gavel's Philly-derived job mix with Poisson arrivals.
 
@@ -264,6 +289,9 @@ def generate_workload(
         uniformly (``JobSet.entities``, read by hierarchical policies).
     id_prefix : str or None, default "j"
         Job ids ``"j0"...`` (None: integers).
+    pairs : bool, default False
+        Give the generated catalogue a pair table (space sharing; see
+        :func:`hetsched.generate_catalogue`). Ignored with a ``catalogue``.
 
     Returns
     -------
@@ -282,7 +310,9 @@ def generate_workload(
         raise ValidationError(f"`seed` must be a non-negative int or a numpy.random.Generator; got {seed!r}.")
     gen = np.random.default_rng(int(seed)) if not isinstance(seed, np.random.Generator) else seed
     if catalogue is None:
-        catalogue = generate_catalogue(gpu_types=gpu_types or ("v100", "p100", "k80"), seed=gen)
+        if not isinstance(pairs, bool):
+            raise ValidationError(f"`pairs` must be True or False; got {pairs!r}.")
+        catalogue = generate_catalogue(gpu_types=gpu_types or ("v100", "p100", "k80"), seed=gen, pairs=pairs)
     elif gpu_types is not None:
         catalogue = catalogue.subset(list(gpu_types))
     w = sample_jobs(
@@ -317,6 +347,8 @@ def generate_workload(
         job_types=tr.job_types,
         deadlines=deadlines,
         source="generated",
+        catalogue=catalogue,
+        catalogue_rows=tr.catalogue_rows,
         meta={
             "generator": "philly_mix",
             "n_jobs": int(n_jobs),

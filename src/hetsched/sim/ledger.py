@@ -1,0 +1,213 @@
+"""The simulator's books: per-job progress, what each round ran, and the tables built from them.
+
+:meth:`Ledger.progress` executes one round of rows. For every member of every row that
+runs, its throughput is the row's (the pair throughput for a space-sharing pair, the
+configuration's goodput for Sia, the spread throughput when placement spread the gang), and
+
+* a job that starts on GPUs it did not hold the round before (it did not run, or ran on
+  another type, another GPU count, or placement moved it) first loses
+  ``restart_seconds`` without progress;
+* a job whose remaining steps fit in what is left of the round finishes inside it, at the
+  exact time; its row's GPUs stay busy until its last member finishes and then idle until
+  the round ends (as in Gavel).
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from .rounds import RoundRows
+
+__all__ = ["Ledger", "ROUND_COLUMNS", "RUN_COLUMNS"]
+
+#: Columns of the round log (besides ``busy_<type>``).
+ROUND_COLUMNS = ("round", "start", "seconds", "n_active", "n_running", "arrived", "completed", "solved", "solve_ok",
+                 "solve_status", "solve_s", "solve_jobs", "solve_classes", "plan_s", "place_s", "preempted",
+                 "migrated", "restarts")
+#: Columns of the run log.
+RUN_COLUMNS = ("round", "job", "gpu_type", "gpus", "share", "unit", "partner", "rate", "t_start", "t_end", "restart",
+               "steps", "spread")
+
+
+class Ledger:
+    """Per-job arrays of a simulation (rows: jobs in arrival order) and the logs.
+
+    Parameters
+    ----------
+    total : ndarray
+        Total steps of each job.
+    n_types : int
+        GPU types (columns).
+    restart_seconds : float
+        Seconds without progress on every start on new GPUs.
+    record_runs : bool
+        Keep the run log.
+    """
+
+    def __init__(self, total: np.ndarray, n_types: int, *, restart_seconds: float, record_runs: bool) -> None:
+        n = total.shape[0]
+        self.total = total
+        self.m = n_types
+        self.restart_seconds = float(restart_seconds)
+        self.record_runs = record_runs
+        self.done = np.zeros(n)
+        self.finish = np.full(n, np.nan)
+        self.start = np.full(n, np.nan)
+        self.iso_time = np.zeros(n)
+        self.iso_rate = np.full(n, np.nan)
+        self.run_seconds = np.zeros(n)
+        self.gpu_sec = np.zeros((n, n_types))
+        self.preempt = np.zeros(n, np.int64)
+        self.migr = np.zeros(n, np.int64)
+        self.restarts = np.zeros(n, np.int64)
+        self.restart_sec = np.zeros(n)
+        self.completed = np.zeros(n, bool)
+        self.last_type = np.full(n, -1, np.int64)
+        self.last_gpus = np.zeros(n, np.int64)
+        self.rounds: dict[str, list] = {k: [] for k in ROUND_COLUMNS}
+        self.busy: list[np.ndarray] = []
+        self.runs: dict[str, list[np.ndarray]] = {k: [] for k in RUN_COLUMNS}
+
+    # ------------------------------------------------------------------ one round
+    def progress(self, rows: RoundRows, spread: np.ndarray, moved: np.ndarray, active: np.ndarray, t: float,
+                 L: float, rnd: int, *, fluid: bool) -> dict[str, Any]:
+        """Run ``rows`` (those that got GPUs) for the round starting at ``t``.
+
+        Parameters
+        ----------
+        rows : RoundRows
+            The rows that run.
+        spread, moved : ndarray of bool, one per row
+            Gang spread over servers; placement moved the row's GPUs.
+        active : ndarray of int64
+            The active jobs (ascending).
+        t, L : float
+            Round start and length.
+        rnd : int
+            Round number (for the run log).
+        fluid : bool
+            Ideal mechanism (rows are fractions of the round; no starts to charge).
+
+        Returns
+        -------
+        dict
+            ``finished`` (mask over ``active``), ``row_seconds`` (busy seconds of each row),
+            ``busy`` (GPU-seconds per type), ``n_running``, ``preempted``, ``migrated``,
+            ``restarts``.
+        """
+        n_act = active.size
+        r, j = rows.members()
+        is_b = np.arange(r.size) >= rows.n_rows
+        sp = spread[r]
+        rate_e = np.where(is_b, np.where(sp, rows.partner_spread_rate[r], rows.partner_rate[r]),
+                          np.where(sp, rows.spread_rate[r], rows.rate[r]))
+        share_e = rows.share[r]
+        pos = np.searchsorted(active, j)
+        job_rate = np.bincount(pos, weights=rate_e * share_e, minlength=n_act)
+        running = np.bincount(pos, weights=share_e, minlength=n_act) > 0
+        now_type = np.full(n_act, -1, np.int64)
+        now_gpus = np.zeros(n_act, np.int64)
+        if not fluid:
+            now_type[pos] = rows.gpu_type[r]
+            now_gpus[pos] = rows.gpus[r]
+        # restarts: a job on GPUs it did not hold the round before
+        held = (self.last_type[j] == rows.gpu_type[r]) & (self.last_gpus[j] == rows.gpus[r]) & ~moved[r]
+        restart_e = np.where(held | fluid, 0.0, self.restart_seconds)
+        restart_job = np.zeros(n_act)
+        restart_job[pos] = restart_e
+        avail = np.maximum(L - restart_job, 0.0)
+        rem = self.total[active] - self.done[active]
+        with np.errstate(divide="ignore", invalid="ignore"):
+            fin = running & (job_rate > 0) & (rem <= job_rate * avail * (1 + 1e-12))
+            dt = np.where(fin, restart_job + rem / np.where(job_rate > 0, job_rate, 1.0), np.where(running, L, 0.0))
+        dt = np.minimum(dt, L)
+        steps = np.where(fin, rem, job_rate * avail)
+        row_dt = np.zeros(rows.n_rows)
+        np.maximum.at(row_dt, r, dt[pos])
+        busy = np.bincount(rows.gpu_type, weights=rows.gpus * rows.share * row_dt, minlength=self.m)
+        # per-job accounting
+        n_members = np.bincount(r, minlength=rows.n_rows)[r]
+        np.add.at(self.gpu_sec, (j, rows.gpu_type[r]), rows.gpus[r] * share_e * dt[pos] / n_members)
+        ran_before = self.last_type[active] >= 0
+        preempted = np.zeros(n_act, bool) if fluid else ran_before & (now_type != self.last_type[active])
+        migrated = preempted & running
+        migrated[pos[moved[r]]] = True
+        charged = restart_job > 0
+        self.preempt[active] += preempted
+        self.migr[active] += migrated
+        self.restarts[active] += charged
+        self.restart_sec[active] += np.minimum(restart_job, L) * charged
+        first = running & np.isnan(self.start[active])
+        self.start[active[first]] = t
+        with np.errstate(divide="ignore", invalid="ignore"):
+            self.iso_time[active] += np.where(steps > 0, steps / self.iso_rate[active], 0.0)
+        self.run_seconds[active] += dt
+        self.done[active] += steps
+        fin_jobs = active[fin]
+        self.done[fin_jobs] = self.total[fin_jobs]
+        self.finish[fin_jobs] = t + dt[fin]
+        self.completed[fin_jobs] = True
+        self.last_type[active] = now_type
+        self.last_gpus[active] = now_gpus
+        if self.record_runs and r.size:
+            with np.errstate(divide="ignore", invalid="ignore"):
+                frac = np.where(job_rate[pos] > 0, rate_e * share_e / job_rate[pos], 0.0)
+            other = np.where(is_b, rows.job[r], rows.partner[r])
+            for name, v in (("round", np.full(r.size, rnd, np.int64)), ("job", j), ("gpu_type", rows.gpu_type[r]),
+                            ("gpus", rows.gpus[r].astype(float)), ("share", share_e), ("unit", r), ("partner", other),
+                            ("rate", rate_e), ("t_start", np.full(r.size, t)), ("t_end", t + dt[pos]),
+                            ("restart", np.minimum(restart_e, dt[pos])), ("steps", steps[pos] * frac),
+                            ("spread", sp)):
+                self.runs[name].append(v)
+        return {"finished": fin, "row_seconds": row_dt, "busy": busy, "n_running": int(running.sum()),
+                "preempted": int(preempted.sum()), "migrated": int(migrated.sum()), "restarts": int(charged.sum())}
+
+    def log_round(self, **values: Any) -> None:
+        """Append one row to the round log (``busy``: GPU-seconds per type)."""
+        self.busy.append(values.pop("busy"))
+        for k in ROUND_COLUMNS:
+            self.rounds[k].append(values.get(k, math.nan))
+
+    # ------------------------------------------------------------------ tables
+    def round_frame(self, gpu_types: tuple[str, ...]) -> pd.DataFrame:
+        """The round log as a DataFrame (with ``busy_<type>`` columns)."""
+        df = pd.DataFrame(self.rounds)
+        busy = np.array(self.busy).reshape(-1, self.m)
+        for k, name in enumerate(gpu_types):
+            df[f"busy_{name}"] = busy[:, k]
+        return df
+
+    def run_frame(self) -> pd.DataFrame | None:
+        """The run log (None when not recorded)."""
+        if not self.record_runs:
+            return None
+        return pd.DataFrame({k: (np.concatenate(v) if v else np.zeros(0)) for k, v in self.runs.items()})
+
+    def job_frame(self, trace: Any, ids: np.ndarray, s: np.ndarray, arrival: np.ndarray, types: tuple[str, ...],
+                  deadlines: np.ndarray | None, measured: np.ndarray) -> pd.DataFrame:
+        """One row per job (see :class:`~hetsched.sim.SimulationResult`)."""
+        n = ids.shape[0]
+        completed, finish, iso = self.completed, self.finish, self.iso_time
+        jct = finish - arrival
+        with np.errstate(divide="ignore", invalid="ignore"):
+            ftf = np.where(completed & (iso > 0), jct / iso, np.nan)
+        dl = deadlines if deadlines is not None else np.full(n, np.inf)
+        data: dict[str, Any] = {
+            "job_id": ids,
+            "job_type": trace.job_types if trace.job_types is not None else np.full(n, None, dtype=object),
+            "scale_factor": s, "arrival": arrival, "start": self.start, "finish": finish, "jct": jct,
+            "queueing_delay": self.start - arrival, "total_steps": self.total, "steps_done": self.done,
+            "completed": completed, "run_seconds": self.run_seconds, "isolated_time": iso, "ftf": ftf,
+            "preemptions": self.preempt, "migrations": self.migr, "restarts": self.restarts,
+            "restart_seconds": self.restart_sec,
+        }
+        for k, t in enumerate(types):
+            data[f"gpu_seconds_{t}"] = self.gpu_sec[:, k] if n else np.zeros(0)
+        data["deadline"] = dl
+        data["slo_violated"] = np.isfinite(dl) & (~completed | (finish > dl))
+        data["in_window"] = measured
+        return pd.DataFrame(data)

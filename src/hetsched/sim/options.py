@@ -1,0 +1,170 @@
+"""SimOptions: the options of one simulation, validated once, as a small frozen record."""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+import math
+import sys
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from ..errors import ValidationError
+from ..mechanism.plan import MODES, RULES
+
+__all__ = ["SimOptions"]
+
+log = logging.getLogger(__name__)
+
+
+def _positive(value: Any, name: str, *, allow_none: bool = False) -> float | None:
+    if value is None and allow_none:
+        return None
+    if isinstance(value, bool) or not isinstance(value, (int, float, np.integer, np.floating)):
+        raise ValidationError(f"`{name}` must be a positive number of seconds; got {value!r}.")
+    v = float(value)
+    if not (math.isfinite(v) and v > 0):
+        raise ValidationError(f"`{name}` must be a positive finite number of seconds; got {value!r}.")
+    return v
+
+
+def _bool(value: Any, name: str) -> bool:
+    if not isinstance(value, (bool, np.bool_)):
+        raise ValidationError(f"`{name}` must be True or False; got {value!r}.")
+    return bool(value)
+
+
+@dataclass(frozen=True)
+class SimOptions:
+    """Everything :func:`~hetsched.sim.simulate` takes besides the scheduler, workload and
+    cluster (each is also a keyword of ``simulate``; see there for the meaning).
+
+    Parameters
+    ----------
+    round_seconds : float, default 360
+    mechanism : {"rounds", "ideal"}, default "rounds"
+    placement : bool or None, default None
+    reallocate : "on_change" or float, default "on_change"
+    window : (start, end) or None
+    window_unit : {"jobs", "seconds"}, default "jobs"
+    stop_after_window : bool, default True
+    seed : int, default 0
+    progress : None, True, "auto" or callable
+    max_time, wall_time_limit : float or None
+    solver : str, default "auto"
+    solve_time_limit : float or None
+    solver_options : Mapping or None
+    rule : {"gavel", "deficit"}, default "gavel"
+    work_conserving : bool, default True
+    stickiness : float, default 0
+    reset_shares : bool, default True
+    gpus_per_server : int, default 8
+    record_runs : bool, default True
+    restart_seconds : float, default 0
+        Seconds without progress after a job starts on GPUs it did not hold the round
+        before (first start, resume after preemption, migration, change of type or GPU
+        count). 0 keeps Gavel's accounting.
+
+    Examples
+    --------
+    >>> SimOptions(round_seconds=60.0).replace(restart_seconds=30.0).restart_seconds
+    30.0
+    """
+
+    round_seconds: float = 360.0
+    mechanism: str = "rounds"
+    placement: bool | None = None
+    reallocate: str | float = "on_change"
+    window: tuple[float, float] | None = None
+    window_unit: str = "jobs"
+    stop_after_window: bool = True
+    seed: int = 0
+    progress: Any = None
+    max_time: float | None = None
+    wall_time_limit: float | None = None
+    solver: str = "auto"
+    solve_time_limit: float | None = None
+    solver_options: Mapping[str, Any] | None = None
+    rule: str = "gavel"
+    work_conserving: bool = True
+    stickiness: float = 0.0
+    reset_shares: bool = True
+    gpus_per_server: int = 8
+    record_runs: bool = True
+    restart_seconds: float = 0.0
+
+    def __post_init__(self) -> None:
+        set_ = object.__setattr__
+        set_(self, "round_seconds", _positive(self.round_seconds, "round_seconds"))
+        if self.mechanism not in MODES:
+            raise ValidationError(f"`mechanism` must be one of {list(MODES)}; got {self.mechanism!r}.")
+        if self.rule not in RULES:
+            raise ValidationError(f"`rule` must be one of {list(RULES)}; got {self.rule!r}.")
+        if isinstance(self.reallocate, str):
+            if self.reallocate != "on_change":
+                raise ValidationError(
+                    f"`reallocate` must be 'on_change' or a positive number of seconds; got {self.reallocate!r}.")
+        else:
+            _positive(self.reallocate, "reallocate")
+        set_(self, "max_time", _positive(self.max_time, "max_time", allow_none=True))
+        set_(self, "wall_time_limit", _positive(self.wall_time_limit, "wall_time_limit", allow_none=True))
+        for name in ("stop_after_window", "reset_shares", "record_runs", "work_conserving"):
+            set_(self, name, _bool(getattr(self, name), name))
+        if self.placement is not None:
+            set_(self, "placement", _bool(self.placement, "placement"))
+            if self.placement and self.mechanism != "rounds":
+                raise ValidationError(
+                    "`placement=True` needs `mechanism='rounds'` (the ideal mechanism has no whole GPUs to place).")
+        g = self.gpus_per_server
+        if isinstance(g, bool) or not isinstance(g, (int, np.integer)) or g < 1:
+            raise ValidationError(f"`gpus_per_server` must be a positive integer; got {g!r}.")
+        r = self.restart_seconds
+        if isinstance(r, bool) or not isinstance(r, (int, float, np.integer, np.floating)) \
+                or not math.isfinite(float(r)) or r < 0:
+            raise ValidationError(f"`restart_seconds` must be a finite number of seconds >= 0; got {r!r}.")
+        set_(self, "restart_seconds", float(r))
+        if self.restart_seconds > 0 and self.mechanism != "rounds":
+            raise ValidationError("`restart_seconds` > 0 needs `mechanism='rounds'` (the ideal mechanism has no "
+                                  "starts and stops to charge).")
+        if self.window_unit not in ("jobs", "seconds"):
+            raise ValidationError(f"`window_unit` must be 'jobs' or 'seconds'; got {self.window_unit!r}.")
+        if isinstance(self.seed, bool) or not isinstance(self.seed, (int, np.integer)) or self.seed < 0:
+            raise ValidationError(f"`seed` must be a non-negative int; got {self.seed!r}.")
+
+    def replace(self, **changes: Any) -> SimOptions:
+        """A copy with ``changes`` applied (validated again)."""
+        unknown = sorted(set(changes) - {f.name for f in dataclasses.fields(self)})
+        if unknown:
+            raise ValidationError(f"unknown simulation option(s) {unknown}; valid: "
+                                  f"{sorted(f.name for f in dataclasses.fields(self))}.")
+        return dataclasses.replace(self, **changes)
+
+    def progress_hook(self, n_total: int) -> tuple[Callable[[float, int], None] | None, Callable[[], None]]:
+        """``(hook(t, n_done), close())`` for the ``progress`` option."""
+        progress = self.progress
+        if progress is None or progress is False:
+            return None, lambda: None
+        if callable(progress):
+            return (lambda t, done: progress(t, done, n_total)), (lambda: None)
+        if progress is True or progress == "auto":
+            if progress == "auto" and not sys.stderr.isatty():
+                return None, lambda: None
+            try:
+                from tqdm import tqdm
+            except ImportError:
+                log.info("progress bar requested but tqdm is not installed")
+                return None, lambda: None
+            bar = tqdm(total=n_total, unit="job", desc="simulate", leave=False)
+            state = {"done": 0}
+
+            def hook(t: float, done: int) -> None:
+                if done > state["done"]:
+                    bar.update(done - state["done"])
+                    state["done"] = done
+                bar.set_postfix_str(f"t={t / 3600:.1f}h", refresh=False)
+
+            return hook, bar.close
+        raise ValidationError(f"`progress` must be None, True, 'auto' or a callable; got {progress!r}.")

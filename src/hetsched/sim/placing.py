@@ -1,0 +1,109 @@
+"""Placement of one round's allocation rows on servers and GPU ids (min-cost flow).
+
+Each row is one placement request under its first member's number: a space-sharing pair
+is one gang, and both members hold the GPUs placed for it. A row that must be
+consolidated runs only if it lands on one server: rows larger than every server of their
+type are not requested at all (reason ``"cannot_consolidate"``), and one that comes back
+spread is dropped (``"spread_consolidated"``). Other gangs larger than every server may
+span servers of one rack and then progress at their spread (unconsolidated) throughput.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from ..cluster import Cluster
+from ..placement import place
+from .rounds import RoundRows
+
+__all__ = ["RoundPlacer", "PlacedRound"]
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True, eq=False)
+class PlacedRound:
+    """What placement made of a round's rows (arrays follow the rows).
+
+    Attributes
+    ----------
+    placed : ndarray of bool
+        The row got its GPUs (and runs).
+    spread : ndarray of bool
+        Its gang spans several servers.
+    migrated : ndarray of bool
+        It ran last round and kept fewer GPUs than it holds now.
+    reason : ndarray of object
+        Why a row was not placed ("" when placed).
+    seconds : float
+        Wall seconds spent placing.
+    """
+
+    placed: np.ndarray
+    spread: np.ndarray
+    migrated: np.ndarray
+    reason: np.ndarray
+    seconds: float
+
+
+class RoundPlacer:
+    """Places rows round after round, remembering the previous placement.
+
+    Parameters
+    ----------
+    cluster : Cluster
+        With a topology (:meth:`Cluster.from_servers`).
+    gpu_types : tuple of str
+        The simulation's type columns (rows' ``gpu_type`` index them).
+    """
+
+    def __init__(self, cluster: Cluster, gpu_types: tuple[str, ...]) -> None:
+        self.cluster = cluster
+        self.gpu_types = np.asarray(gpu_types, dtype=object)
+        topo = cluster.topology
+        largest = {t: 0 for t in gpu_types}
+        for k, g in zip(topo.server_type.tolist(), topo.server_gpus.tolist()):
+            t = topo.gpu_types[k]
+            if t in largest:
+                largest[t] = max(largest[t], int(g))
+        self.largest_server = np.array([largest[t] for t in gpu_types], dtype=np.int64)
+        self.previous: Any = None
+
+    def place(self, rows: RoundRows) -> PlacedRound:
+        """Place ``rows`` (rows that cannot be consolidated as they must are left out)."""
+        t0 = time.perf_counter()
+        n = rows.n_rows
+        placed = np.zeros(n, bool)
+        spread = np.zeros(n, bool)
+        migrated = np.zeros(n, bool)
+        reason = np.full(n, "", dtype=object)
+        ask = ~(rows.consolidated & (rows.gpus > self.largest_server[rows.gpu_type]))
+        reason[~ask] = "cannot_consolidate"
+        idx = np.flatnonzero(ask)
+        if idx.size:
+            pl = place(self.cluster, rows.job[idx], self.gpu_types[rows.gpu_type[idx]].astype(str), rows.gpus[idx],
+                       previous=self.previous, split_large_jobs=True)
+            self.previous = pl
+            ok = np.asarray(pl.placed, dtype=bool)
+            sp = ok & (np.asarray(pl.servers_used) > 1)
+            placed[idx] = ok
+            spread[idx] = sp
+            migrated[idx] = np.asarray(pl.migrated, dtype=bool)
+            reason[idx[~ok]] = np.asarray(pl.reason, dtype=object)[~ok]
+            bad = rows.consolidated[idx] & sp
+            if bad.any():
+                placed[idx[bad]] = False
+                spread[idx[bad]] = False
+                reason[idx[bad]] = "spread_consolidated"
+        else:
+            self.previous = None
+        if not placed.all():
+            log.info("placement left %d planned row(s) unplaced (%s)", int((~placed).sum()),
+                     sorted(set(reason[~placed].tolist())))
+        return PlacedRound(placed=placed, spread=spread, migrated=migrated & placed, reason=reason,
+                           seconds=time.perf_counter() - t0)

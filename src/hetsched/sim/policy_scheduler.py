@@ -1,0 +1,462 @@
+"""PolicyScheduler: any allocation policy as a round scheduler (solve -> round mechanism).
+
+Each round :meth:`PolicyScheduler.plan_round`
+
+1. re-solves the policy when the active set changed (``reallocate="on_change"``) or the
+   re-solve period has passed, else keeps the current allocation (dropping finished jobs
+   and carving shares for arrivals, :func:`~hetsched.mechanism.carve_shares`);
+2. turns the allocation into this round's rows with the round mechanism
+   (:func:`~hetsched.mechanism.plan_round_arrays`).
+
+What the mechanism schedules depends on what the policy returned:
+
+* a plain X (one row per job and type): whole gangs, one type per round (Gavel);
+* ``extra["allocation_rows"]`` with pair or unconsolidated rows (``packing=``,
+  ``placement_sensitivity=``): the rows themselves, each keyed by its members and kind, so
+  the mechanism's shares converge to the time of each *row*; rows that share a job never
+  run in the same round; a pair runs both jobs on the same GPUs at their pair throughputs;
+  a consolidated row of a placement-sensitive policy must sit on one server, an
+  unconsolidated one runs at its unconsolidated throughput when spread;
+* ``extra["configurations"]`` (policies that choose a GPU type *and* count, Sia): every
+  chosen configuration runs the whole round at its goodput; the job's configuration of the
+  last round is handed to the next solve as ``current``, so the restart penalty the
+  policy carries sees it.
+
+Parameters that name the workload (``packing="workload"``,
+``placement_sensitivity="workload"``) are bound here from the workload's catalogue (a
+generated workload carries it).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+import math
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from ..api import solve
+from ..errors import ValidationError
+from ..formulations.base import Policy, make_policy
+from ..mechanism import ShareHistory, carve_shares, plan_round_arrays
+from ..mechanism.plan import MODES, RULES
+from .rounds import RoundRows, RoundView
+
+__all__ = ["PolicyScheduler", "PolicyState", "WORKLOAD"]
+
+log = logging.getLogger(__name__)
+
+#: Value of ``packing`` / ``placement_sensitivity`` that the simulator binds from the workload.
+WORKLOAD = "workload"
+
+
+@dataclass
+class PolicyState:
+    """What a :class:`PolicyScheduler` remembers between rounds (owned by the driver).
+
+    Attributes
+    ----------
+    X : ndarray or None
+        The allocation the mechanism follows; rows follow ``keys``.
+    keys : ndarray
+        Row keys: job numbers (plain X) or allocation-row keys (``"7"``, ``"7~u"``,
+        ``"7+9"``).
+    units : dict or None
+        For allocation rows: ``members`` (n, 2), ``gang`` (n,), ``kind`` (n,), ``rate`` and
+        ``partner_rate`` (n, m), ``consolidated`` (n,).
+    configs : DataFrame or None
+        For configuration policies: the last solve's ``extra["configurations"]``.
+    current : dict
+        Job number -> (GPU type, GPUs) it ran on last round (configuration policies).
+    history : ShareHistory
+        Shares received under the current allocation.
+    last_solve : float
+        Clock of the last solve.
+    policy : Policy or None
+        The policy with workload-bound parameters resolved (first round).
+    """
+
+    X: np.ndarray | None = None
+    keys: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
+    units: dict[str, np.ndarray] | None = None
+    configs: pd.DataFrame | None = None
+    current: dict[int, tuple[str, int]] = field(default_factory=dict)
+    history: ShareHistory = field(default_factory=ShareHistory.empty)
+    last_solve: float = -math.inf
+    policy: Policy | None = None
+    plan: Any = None
+
+
+class PolicyScheduler:
+    """An allocation policy driven round by round (see the module docstring).
+
+    Parameters
+    ----------
+    policy : str or Policy
+        A registered policy name or a policy object.
+    reallocate : "on_change" or float, default "on_change"
+        Re-solve when the set of active jobs changed, or every that many seconds.
+    mode : {"rounds", "ideal"}, default "rounds"
+        Whole gangs per round, or X applied exactly as fractions (fluid).
+    rule, stickiness, work_conserving
+        Round mechanism options (:func:`~hetsched.mechanism.plan_round_arrays`).
+    reset_shares : bool, default True
+        Forget received shares whenever a new allocation is computed (Gavel).
+    solver, solve_time_limit, solver_options
+        Passed to :func:`hetsched.solve` as ``solver``, ``time_limit`` and ``options``.
+
+    Examples
+    --------
+    >>> import hetsched as hs
+    >>> sched = PolicyScheduler("max_min_fairness")
+    >>> jobs = hs.JobSet([[2.0, 1.0]], gpu_types=["v100", "k80"], steps_remaining=[7200.0])
+    >>> hs.simulate(sched, jobs, hs.Cluster({"v100": 1, "k80": 1})).summary["avg_jct"]
+    3600.0
+    """
+
+    def __init__(self, policy: str | Policy, *, reallocate: str | float = "on_change", mode: str = "rounds",
+                 rule: str = "gavel", stickiness: float = 0.0, work_conserving: bool = True,
+                 reset_shares: bool = True, solver: str = "auto", solve_time_limit: float | None = None,
+                 solver_options: Mapping[str, Any] | None = None) -> None:
+        self.policy = make_policy(policy)
+        if isinstance(reallocate, str):
+            if reallocate != "on_change":
+                raise ValidationError(
+                    f"`reallocate` must be 'on_change' or a positive number of seconds; got {reallocate!r}.")
+            self.period: float | None = None
+        else:
+            if isinstance(reallocate, bool) or not isinstance(reallocate, (int, float, np.integer, np.floating)) \
+                    or not (math.isfinite(float(reallocate)) and reallocate > 0):
+                raise ValidationError(
+                    f"`reallocate` must be 'on_change' or a positive finite number of seconds; got {reallocate!r}.")
+            self.period = float(reallocate)
+        if mode not in MODES:
+            raise ValidationError(f"`mode` must be one of {list(MODES)}; got {mode!r}.")
+        if rule not in RULES:
+            raise ValidationError(f"`rule` must be one of {list(RULES)}; got {rule!r}.")
+        for name, val in (("work_conserving", work_conserving), ("reset_shares", reset_shares)):
+            if not isinstance(val, (bool, np.bool_)):
+                raise ValidationError(f"`{name}` must be True or False; got {val!r}.")
+        self.reallocate = reallocate
+        self.mode = mode
+        self.rule = rule
+        self.stickiness = stickiness
+        self.work_conserving = bool(work_conserving)
+        self.reset_shares = bool(reset_shares)
+        self.solver = solver
+        self.solve_time_limit = solve_time_limit
+        self.solver_options = solver_options
+
+    @property
+    def name(self) -> str:
+        """The policy's name."""
+        return self.policy.name
+
+    @property
+    def reads(self) -> tuple[str, ...]:
+        """Job fields the policy reads or requires."""
+        return tuple(set(self.policy.reads) | set(self.policy.requires))
+
+    def __repr__(self) -> str:
+        return f"PolicyScheduler({self.policy.name!r}, reallocate={self.reallocate!r}, mode={self.mode!r})"
+
+    # ------------------------------------------------------------------ protocol
+    def initial_state(self, start_time: float = 0.0) -> PolicyState:
+        """A state that knows no allocation yet."""
+        return PolicyState()
+
+    def plan_round(self, view: RoundView, state: PolicyState) -> RoundRows:
+        """This round's rows (solving first when the policy needs it)."""
+        if state.policy is None:
+            state.policy = bind_workload(self.policy, view.context)
+        info: dict[str, Any] = {"solved": False, "solve_ok": True, "solve_status": "", "solve_s": math.nan,
+                                "solve_jobs": 0, "solve_classes": 0}
+        need = state.X is None and state.configs is None
+        need = need or (view.changed if self.period is None else view.now - state.last_solve >= self.period - 1e-9)
+        if need:
+            self._solve(view, state, info)
+        if state.configs is not None:
+            rows = self._config_rows(view, state)
+        else:
+            rows = self._mechanism_rows(view, state, info)
+        return dataclasses.replace(rows, info=info)
+
+    def record_round(self, state: PolicyState, ran: RoundRows, seconds: np.ndarray) -> PolicyState:
+        """Update shares (and the current configurations) with what ran."""
+        if state.configs is not None:
+            types = state.configs.attrs.get("gpu_types", ())
+            state.current = {int(j): (types[int(k)], int(g)) for j, k, g in zip(ran.job, ran.gpu_type, ran.gpus)}
+            return state
+        if ran.payload is not None:
+            state.history = state.history.record(ran_plan(ran), ran.payload[0].round_seconds)
+        return state
+
+    # ------------------------------------------------------------------ solving
+    def _solve(self, view: RoundView, state: PolicyState, info: dict[str, Any]) -> None:
+        pol = state.policy
+        assert pol is not None
+        if getattr(pol, "emits_configurations", False):
+            cur = {j: c for j, c in state.current.items() if j in set(view.jobs.tolist())}
+            pol = dataclasses.replace(pol, current=cur or None)
+        t0 = time.perf_counter()
+        jobs = view.jobset(self.reads)
+        alloc = solve(pol, jobs, view.cluster, solver=self.solver, time_limit=self.solve_time_limit,
+                      options=self.solver_options)
+        info.update(solved=True, solve_s=time.perf_counter() - t0, solve_status=alloc.status,
+                    solve_jobs=int(alloc.sizes.get("n_jobs", view.n_jobs)),
+                    solve_classes=int(alloc.sizes.get("n_classes", view.n_jobs)))
+        state.last_solve = view.now
+        if not alloc.has_solution:
+            info["solve_ok"] = False
+            log.warning("t=%.0f s: %s returned %r (%s); keeping the previous allocation", view.now, pol.name,
+                        alloc.status, alloc.message)
+            if state.X is None and state.configs is None and not getattr(pol, "emits_configurations", False):
+                iso = solve("isolated", jobs, view.cluster)
+                state.X, state.keys, state.units = iso.X, view.jobs.copy(), None
+            return
+        if "configurations" in alloc.extra:
+            cfg = alloc.extra["configurations"].copy()
+            cfg.attrs["gpu_types"] = tuple(view.gpu_types)
+            state.configs = cfg
+            return
+        rows = alloc.extra.get("allocation_rows")
+        if (rows is not None and (rows["kind"] != "single").any()) or _sensitive(pol):
+            state.X, state.keys, state.units = _units_from_rows(rows, view, _sensitive(pol))
+        else:
+            state.X = np.clip(np.nan_to_num(alloc.X, nan=0.0), 0.0, None)
+            state.keys, state.units = view.jobs.copy(), None
+        if self.reset_shares:
+            state.history = state.history.reset()
+
+    # ------------------------------------------------------------------ rows
+    def _config_rows(self, view: RoundView, state: PolicyState) -> RoundRows:
+        cfg = state.configs
+        assert cfg is not None
+        alive = cfg[cfg["gpu_type"].notna() & cfg.index.isin(view.jobs)]
+        col = {t: k for k, t in enumerate(view.gpu_types)}
+        job = alive.index.to_numpy(dtype=np.int64)
+        k = np.array([col[t] for t in alive["gpu_type"]], dtype=np.int64)
+        gpus = alive["gpus"].to_numpy(dtype=np.int64)
+        rate = alive["goodput"].to_numpy(dtype=float)
+        nodes = alive["nodes"].to_numpy(dtype=np.int64) if "nodes" in alive else np.ones(job.size, np.int64)
+        return RoundRows(job, k, gpus, rate, consolidated=(nodes == 1) & (gpus > 1),
+                         share=np.ones(job.size))
+
+    def _mechanism_rows(self, view: RoundView, state: PolicyState, info: dict[str, Any]) -> RoundRows:
+        _follow(state, view)
+        cap = view.capacities.astype(np.int64)
+        u = state.units
+        if u is None:
+            pos = np.searchsorted(view.jobs, state.keys)
+            gang = view.scale_factors[pos]
+            members = None
+        else:
+            gang = u["gang"]
+            members = u["members"]
+        plan = plan_round_arrays(
+            state.X, gang, cap, state.history, job_ids=state.keys, gpu_types=view.gpu_types,
+            round_seconds=view.round_seconds, mode=self.mode, rule=self.rule, stickiness=self.stickiness,
+            work_conserving=self.work_conserving, members=members,
+        )
+        info["plan_s"] = plan.timings.get("plan_s", math.nan)
+        if self.mode == "ideal":
+            r, k = np.nonzero(plan.time_share > 0)
+            share = plan.time_share[r, k]
+        else:
+            r = np.flatnonzero(plan.assignment >= 0)
+            k = plan.assignment[r]
+            share = np.ones(r.size)
+        if u is None:
+            p = np.searchsorted(view.jobs, state.keys[r])
+            T = view.throughputs
+            U = view.unconsolidated if view.unconsolidated is not None else T
+            return RoundRows(state.keys[r], k, gang[r], T[p, k], spread_rate=U[p, k], share=share, payload=(plan, r))
+        return RoundRows(u["members"][r, 0], k, gang[r], u["rate"][r, k], partner=u["members"][r, 1],
+                         partner_rate=u["partner_rate"][r, k], spread_rate=u["spread_rate"][r, k],
+                         partner_spread_rate=u["partner_rate"][r, k], consolidated=u["consolidated"][r],
+                         share=share, payload=(plan, r))
+
+
+# ---------------------------------------------------------------------- helpers
+def ran_plan(ran: RoundRows) -> Any:
+    """The RoundPlan in ``ran.payload`` = ``(plan, plan_row_of_each_row)``, trimmed to the rows
+    that ran ("rounds" mode: the others get assignment -1; ideal mode is never trimmed)."""
+    plan, r = ran.payload
+    if plan.mode != "rounds":
+        return plan
+    kept = np.zeros(plan.n_jobs, dtype=bool)
+    kept[r[ran.row_id]] = True
+    run = plan.assignment >= 0
+    if (kept == run).all():
+        return plan
+    assign = np.where(kept, plan.assignment, -1)
+    share = np.zeros_like(plan.time_share)
+    share[np.flatnonzero(kept), assign[kept]] = 1.0
+    return dataclasses.replace(plan, assignment=assign, time_share=share)
+
+
+def _sensitive(pol: Policy) -> bool:
+    return getattr(pol, "placement_sensitivity", None) is not None
+
+
+def bind_workload(policy: Policy, context: Mapping[str, Any]) -> Policy:
+    """``policy`` with its per-job tables keyed the way the round loop names jobs.
+
+    The loop solves over JobSets whose ids are the driver's job numbers (positions in
+    arrival order), so tables keyed by the *trace's* job ids are re-keyed here
+    (``context["ids"]``: the trace id of each job number): a ``Packing``'s keys, a
+    ``PlacementSensitivity``'s rows and Sia's ``goodput`` table. A ``packing`` or
+    ``placement_sensitivity`` equal to ``"workload"`` is built from the workload's catalogue
+    (``context["catalogue"]`` and ``["catalogue_rows"]``).
+    """
+    changes: dict[str, Any] = {}
+    ids = context.get("ids")
+    for name in ("packing", "placement_sensitivity"):
+        value = getattr(policy, name, None)
+        if isinstance(value, str) and value == WORKLOAD:
+            cat = context.get("catalogue")
+            rows = context.get("catalogue_rows")
+            if cat is None or rows is None:
+                raise ValidationError(
+                    f"`{name}='workload'` needs a workload sampled from a throughput catalogue (a generated "
+                    "workload, or a Trace with `catalogue` and `catalogue_rows`); this workload has none.")
+            nums = np.arange(len(rows), dtype=np.int64)
+            if name == "packing":
+                from ..formulations.packing import Packing
+
+                changes[name] = Packing.from_catalogue(cat, np.asarray(rows, dtype=np.int64), nums)
+            else:
+                from ..formulations.placement_sensitivity import PlacementSensitivity
+
+                changes[name] = PlacementSensitivity.from_catalogue(cat, np.asarray(rows, dtype=np.int64), nums)
+        elif value is not None and ids is not None:
+            changes[name] = _rekeyed(value, ids)
+    goodput = getattr(policy, "goodput", None)
+    if isinstance(goodput, pd.DataFrame) and ids is not None:
+        changes["goodput"] = goodput.set_axis(_numbers(goodput.index, ids), axis=0)
+    return dataclasses.replace(policy, **changes) if changes else policy
+
+
+def _numbers(index: pd.Index, ids: np.ndarray) -> pd.Index:
+    """Job numbers of the trace ids in ``index`` (-1 - i for ids not in the trace)."""
+    pos = pd.Index(ids).get_indexer(index)
+    return pd.Index(np.where(pos >= 0, pos, -1 - np.arange(len(index))))
+
+
+def _rekeyed(option: Any, ids: np.ndarray) -> Any:
+    from ..formulations.packing import Packing
+    from ..formulations.placement_sensitivity import PlacementSensitivity
+
+    if isinstance(option, Packing):
+        nums = _numbers(option.keys.index, ids)
+        keys = pd.Series(option.keys.to_numpy(), index=nums)
+        if option.names_jobs:
+            # explicit pairs name some jobs; every other job gets a key of its own (no pairs), so
+            # that sets of active jobs without some named job still solve
+            rest = np.setdiff1d(np.arange(len(ids)), nums[nums >= 0])
+            fresh = int(keys.max()) + 1 if len(keys) else 0
+            keys = pd.concat([keys[keys.index >= 0], pd.Series(fresh + np.arange(rest.size), index=rest)])
+        return Packing(option.pairs, gpu_types=option.gpu_types, keys=keys, threshold=option.threshold,
+                       names_jobs=False, aggregate=option.aggregate)
+    if isinstance(option, PlacementSensitivity):
+        frame = option.unconsolidated.set_axis(_numbers(option.unconsolidated.index, ids), axis=0)
+        return PlacementSensitivity(frame, consolidated_gpus=option.consolidated_gpus, aggregate=option.aggregate)
+    return option
+
+
+_KIND_TAG = {"single": "", "unconsolidated": "~u"}
+
+
+def _units_from_rows(rows: pd.DataFrame | None, view: RoundView, sensitive: bool
+                     ) -> tuple[np.ndarray, np.ndarray, dict[str, np.ndarray]]:
+    """Allocation rows grouped into mechanism units (members + kind), with their X and rates."""
+    m = len(view.gpu_types)
+    T = view.throughputs
+    U = view.unconsolidated if view.unconsolidated is not None else T
+    if rows is None or len(rows) == 0:
+        rows = pd.DataFrame({"kind": [], "gpu_type": [], "job": [], "partner": [], "fraction": [],
+                             "throughput": [], "partner_throughput": []})
+    job = rows["job"].to_numpy(dtype=np.int64)
+    partner = np.array([-1 if p is None or (isinstance(p, float) and math.isnan(p)) else int(p)
+                        for p in rows["partner"]], dtype=np.int64)
+    kind = rows["kind"].to_numpy(dtype=object)
+    key = np.array([f"{a}+{b}" if b >= 0 else f"{a}{_KIND_TAG.get(kd, '?')}" for a, b, kd in zip(job, partner, kind)],
+                   dtype=object)
+    col = {t: i for i, t in enumerate(view.gpu_types)}
+    k = np.array([col[t] for t in rows["gpu_type"]], dtype=np.int64)
+    keys, inv = np.unique(key, return_inverse=True) if len(key) else (np.zeros(0, object), np.zeros(0, np.int64))
+    n_u = keys.shape[0]
+    Xu = np.zeros((n_u, m))
+    np.add.at(Xu, (inv, k), rows["fraction"].to_numpy(dtype=float))
+    first = np.zeros(n_u, np.int64)
+    first[inv[::-1]] = np.arange(len(inv))[::-1]
+    ma, mb, mk = job[first], partner[first], kind[first]
+    pa = np.searchsorted(view.jobs, ma)
+    rate = np.zeros((n_u, m))
+    prate = np.zeros((n_u, m))
+    np.maximum.at(rate, (inv, k), rows["throughput"].to_numpy(dtype=float))
+    np.maximum.at(prate, (inv, k), rows["partner_throughput"].to_numpy(dtype=float))
+    single = mb < 0
+    unc = mk == "unconsolidated"
+    # consolidated-speed rate of unconsolidated rows is the job's own T (used when placement
+    # happens to keep the gang on one server); their spread rate is the row's throughput
+    spread = rate.copy()
+    rate[unc] = T[pa[unc]]
+    spread[single & ~unc] = U[pa[single & ~unc]] if not sensitive else rate[single & ~unc]
+    gang = view.scale_factors[pa].astype(np.int64)
+    units = {"members": np.stack([ma, mb], axis=1), "gang": gang, "kind": mk, "rate": rate, "partner_rate": prate,
+             "spread_rate": spread, "consolidated": sensitive & single & ~unc & (gang > 1)}
+    return np.clip(Xu, 0.0, None), keys, units
+
+
+def _follow(state: PolicyState, view: RoundView) -> None:
+    """Rows of the allocation for the active jobs: drop finished jobs, carve shares for new ones."""
+    if state.X is None:
+        return
+    active = view.jobs
+    u = state.units
+    if u is None:
+        keep = np.isin(state.keys, active)
+        known = state.keys[keep]
+    else:
+        mem = u["members"]
+        keep = np.isin(mem[:, 0], active) & ((mem[:, 1] < 0) | np.isin(mem[:, 1], active))
+        known = np.unique(mem[keep].ravel())
+    new = active[~np.isin(active, known)]
+    if keep.all() and new.size == 0:
+        return
+    Xk = state.X[keep]
+    gang_k = (view.scale_factors[np.searchsorted(active, state.keys[keep])] if u is None else u["gang"][keep])
+    state.keys = state.keys[keep]
+    if u is not None:
+        state.units = u = {name: v[keep] for name, v in u.items()}
+    if new.size == 0:
+        state.X = Xk
+        return
+    pn = np.searchsorted(active, new)
+    s_new = view.scale_factors[pn].astype(np.int64)
+    usable = (view.throughputs[pn] > 0) & (view.capacities[None, :] >= s_new[:, None])
+    Xn = carve_shares(Xk, gang_k.astype(np.int64), view.capacities.astype(np.int64), s_new, new_usable=usable)
+    if u is None:
+        ids = np.concatenate([state.keys, new])
+        order = np.argsort(ids, kind="stable")  # positions are arrival order
+        state.X, state.keys = Xn[order], ids[order]
+        return
+    T = view.throughputs
+    Ufull = view.unconsolidated if view.unconsolidated is not None else T
+    state.X = Xn
+    state.keys = np.concatenate([state.keys, np.array([str(j) for j in new], dtype=object)])
+    state.units = {
+        "members": np.concatenate([u["members"], np.stack([new, np.full(new.size, -1)], axis=1)]),
+        "gang": np.concatenate([u["gang"], s_new]),
+        "kind": np.concatenate([u["kind"], np.full(new.size, "single", dtype=object)]),
+        "rate": np.concatenate([u["rate"], T[pn]]),
+        "partner_rate": np.concatenate([u["partner_rate"], np.zeros((new.size, T.shape[1]))]),
+        "spread_rate": np.concatenate([u["spread_rate"], Ufull[pn]]),
+        "consolidated": np.concatenate([u["consolidated"], np.zeros(new.size, bool)]),
+    }

@@ -1,0 +1,161 @@
+"""SimulationResult: what :func:`hetsched.sim.simulate` returns, and its CSV/JSON round trip."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from ..errors import ValidationError
+
+__all__ = ["SimulationResult"]
+
+
+@dataclass(frozen=True, eq=False)
+class SimulationResult:
+    """What :func:`simulate` returns.
+
+    Attributes
+    ----------
+    jobs : DataFrame
+        One row per job (index: position in arrival order): ``job_id``, ``job_type``,
+        ``scale_factor``, ``arrival``, ``start``, ``finish``, ``jct``, ``queueing_delay``,
+        ``total_steps``, ``steps_done``, ``completed``, ``run_seconds``, ``isolated_time``,
+        ``ftf``, ``preemptions``, ``migrations``, ``restarts``, ``restart_seconds``,
+        ``gpu_seconds_<type>``, ``deadline``, ``slo_violated``, ``in_window``.
+    rounds : DataFrame
+        One row per round: ``round``, ``start``, ``seconds``, ``n_active``, ``n_running``,
+        ``arrived``, ``completed``, ``solved``, ``solve_ok``, ``solve_status``, ``solve_s``,
+        ``solve_jobs``, ``solve_classes``, ``plan_s``, ``place_s``, ``preempted``,
+        ``migrated``, ``busy_<type>`` (busy GPU-seconds of the round per type).
+    runs : DataFrame or None
+        The run log (``record_runs=True``): one row per job and round it ran — ``round``,
+        ``job`` (position), ``gpu_type`` (column), ``gpus`` (GPUs the job's row holds while
+        it runs), ``share`` (fraction of the round the row runs: 1, or X in the ideal
+        mechanism), ``unit`` (row number within the round; the two members of a
+        space-sharing pair have the same unit and hold the same GPUs), ``partner`` (the
+        other member's position, -1), ``rate`` (steps/s while running), ``t_start``,
+        ``t_end``, ``restart`` (seconds without progress at the start of the entry),
+        ``steps``, ``spread`` (gang over several servers). Enough for an independent
+        conservation check (``tests/sim_checker.py``).
+    summary : dict
+        Aggregates over the measured jobs (see :mod:`hetsched.sim.metrics`).
+    config : dict
+        Every option the simulation ran with (policy name and parameters, cluster, trace
+        source, seed).
+    versions : dict
+        Python and package versions.
+    gpu_types : tuple of str
+        Cluster columns.
+    capacities : ndarray
+        GPUs per type.
+    """
+
+    jobs: pd.DataFrame
+    rounds: pd.DataFrame
+    runs: pd.DataFrame | None
+    summary: dict[str, Any]
+    config: dict[str, Any]
+    versions: dict[str, str]
+    gpu_types: tuple[str, ...]
+    capacities: np.ndarray
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    def utilization_over_time(self) -> pd.DataFrame:
+        """Per round: ``start`` (s), busy fraction of each type and ``total``."""
+        r = self.rounds
+        out = pd.DataFrame({"start": r["start"], "seconds": r["seconds"]})
+        busy = np.zeros(len(r))
+        for k, t in enumerate(self.gpu_types):
+            col = r[f"busy_{t}"].to_numpy(dtype=float)
+            busy += col
+            cap = float(self.capacities[k])
+            out[t] = col / (cap * r["seconds"].to_numpy(dtype=float)) if cap > 0 else np.nan
+        out["total"] = busy / (float(np.sum(self.capacities)) * r["seconds"].to_numpy(dtype=float))
+        return out
+
+    def to_dir(self, path: str | Path, *, runs: bool = False) -> Path:
+        """Write ``jobs.csv``, ``rounds.csv`` and ``summary.json`` (summary + config + versions).
+
+        Parameters
+        ----------
+        path : str or Path
+            Directory (created if missing).
+        runs : bool, default False
+            Also write ``runs.csv`` (the run log).
+
+        Returns
+        -------
+        Path
+            The directory.
+        """
+        import json
+
+        out = Path(path)
+        out.mkdir(parents=True, exist_ok=True)
+        self.jobs.to_csv(out / "jobs.csv", index=False)
+        self.rounds.to_csv(out / "rounds.csv", index=False)
+        if runs and self.runs is not None:
+            self.runs.to_csv(out / "runs.csv", index=False)
+        doc = dict(_json_clean(self.summary))
+        doc["config"] = _json_clean(self.config)
+        doc["versions"] = dict(self.versions)
+        (out / "summary.json").write_text(json.dumps(doc, indent=2, sort_keys=False) + "\n")
+        return out
+
+    @classmethod
+    def from_dir(cls, path: str | Path) -> SimulationResult:
+        """Read back a result written by :meth:`to_dir` (``runs`` when ``runs.csv`` exists).
+
+        Raises
+        ------
+        ValidationError
+            The directory lacks ``jobs.csv``, ``rounds.csv`` or ``summary.json``.
+        """
+        import json
+
+        d = Path(path)
+        missing = [f for f in ("jobs.csv", "rounds.csv", "summary.json") if not (d / f).is_file()]
+        if missing:
+            raise ValidationError(f"`path` {str(d)!r} must be a directory written by SimulationResult.to_dir(); missing {missing}.")
+        doc = json.loads((d / "summary.json").read_text())
+        config = doc.pop("config", {})
+        versions = doc.pop("versions", {})
+        summary = {k: (math.nan if v is None else v) for k, v in doc.items()}
+        cl = config.get("cluster", {})
+        runs = pd.read_csv(d / "runs.csv") if (d / "runs.csv").is_file() else None
+        return cls(jobs=pd.read_csv(d / "jobs.csv"), rounds=pd.read_csv(d / "rounds.csv", keep_default_na=False,
+                                                                         na_values=[""]),
+                   runs=runs, summary=summary, config=config, versions=versions, gpu_types=tuple(cl),
+                   capacities=np.array([float(v) for v in cl.values()]))
+
+    def __repr__(self) -> str:
+        s = self.summary
+        return (
+            f"SimulationResult(policy={self.config.get('policy')!r}, jobs={s.get('n_jobs')}, "
+            f"completed={s.get('n_completed')}, avg_jct={s.get('avg_jct_hours', math.nan):.3g} h, "
+            f"makespan={s.get('makespan', math.nan) / 3600:.3g} h, rounds={s.get('n_rounds')}, "
+            f"status={s.get('status')!r})"
+        )
+
+
+def _json_clean(value: Any) -> Any:
+    if isinstance(value, Mapping):
+        return {str(k): _json_clean(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_json_clean(v) for v in value]
+    if isinstance(value, (np.integer,)):
+        return int(value)
+    if isinstance(value, (np.floating, float)):
+        v = float(value)
+        return v if math.isfinite(v) else None
+    if isinstance(value, np.bool_):
+        return bool(value)
+    if isinstance(value, (str, int, bool)) or value is None:
+        return value
+    return repr(value)
