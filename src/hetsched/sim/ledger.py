@@ -131,7 +131,7 @@ class Ledger:
         busy = np.bincount(rows.gpu_type, weights=rows.gpus * rows.share * row_dt, minlength=self.m)
         # per-job accounting
         n_members = np.bincount(r, minlength=rows.n_rows)[r]
-        np.add.at(self.gpu_sec, (j, rows.gpu_type[r]), rows.gpus[r] * share_e * dt[pos] / n_members)
+        np.add.at(self.gpu_sec.reshape(-1), j * self.m + rows.gpu_type[r], rows.gpus[r] * share_e * dt[pos] / n_members)
         ran_before = self.last_type[active] >= 0
         preempted = np.zeros(n_act, bool) if fluid else ran_before & (now_type != self.last_type[active])
         migrated = preempted & running

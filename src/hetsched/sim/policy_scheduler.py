@@ -181,10 +181,8 @@ class PolicyScheduler:
         if need:
             self._solve(view, state, info)
         if state.configs is not None:
-            rows = self._config_rows(view, state)
-        else:
-            rows = self._mechanism_rows(view, state, info)
-        return dataclasses.replace(rows, info=info)
+            return self._config_rows(view, state, info)
+        return self._mechanism_rows(view, state, info)
 
     def record_round(self, state: PolicyState, ran: RoundRows, seconds: np.ndarray) -> PolicyState:
         """Update shares (and the current configurations) with what ran."""
@@ -234,7 +232,7 @@ class PolicyScheduler:
             state.history = state.history.reset()
 
     # ------------------------------------------------------------------ rows
-    def _config_rows(self, view: RoundView, state: PolicyState) -> RoundRows:
+    def _config_rows(self, view: RoundView, state: PolicyState, info: dict[str, Any]) -> RoundRows:
         cfg = state.configs
         assert cfg is not None
         alive = cfg[cfg["gpu_type"].notna() & cfg.index.isin(view.jobs)]
@@ -244,8 +242,7 @@ class PolicyScheduler:
         gpus = alive["gpus"].to_numpy(dtype=np.int64)
         rate = alive["goodput"].to_numpy(dtype=float)
         nodes = alive["nodes"].to_numpy(dtype=np.int64) if "nodes" in alive else np.ones(job.size, np.int64)
-        return RoundRows(job, k, gpus, rate, consolidated=(nodes == 1) & (gpus > 1),
-                         share=np.ones(job.size))
+        return RoundRows(job, k, gpus, rate, consolidated=(nodes == 1) & (gpus > 1), info=info)
 
     def _mechanism_rows(self, view: RoundView, state: PolicyState, info: dict[str, Any]) -> RoundRows:
         _follow(state, view)
@@ -275,11 +272,12 @@ class PolicyScheduler:
             p = np.searchsorted(view.jobs, state.keys[r])
             T = view.throughputs
             U = view.unconsolidated if view.unconsolidated is not None else T
-            return RoundRows(state.keys[r], k, gang[r], T[p, k], spread_rate=U[p, k], share=share, payload=(plan, r))
+            return RoundRows(state.keys[r], k, gang[r], T[p, k], spread_rate=U[p, k], share=share, payload=(plan, r),
+                             info=info)
         return RoundRows(u["members"][r, 0], k, gang[r], u["rate"][r, k], partner=u["members"][r, 1],
                          partner_rate=u["partner_rate"][r, k], spread_rate=u["spread_rate"][r, k],
                          partner_spread_rate=u["partner_rate"][r, k], consolidated=u["consolidated"][r],
-                         share=share, payload=(plan, r))
+                         share=share, payload=(plan, r), info=info)
 
 
 # ---------------------------------------------------------------------- helpers

@@ -138,13 +138,17 @@ class RoundView:
 
 
 def _i64(v: Any, n: int, fill: int) -> np.ndarray:
-    return np.full(n, fill, np.int64) if v is None else np.asarray(v, dtype=np.int64).reshape(-1)
-
-
-def _f64(v: Any, n: int, fill: Any) -> np.ndarray:
     if v is None:
-        return np.broadcast_to(np.asarray(fill, dtype=float), (n,)).copy()
-    return np.asarray(v, dtype=float).reshape(-1)
+        return np.full(n, fill, np.int64)
+    a = np.asarray(v)
+    return a if a.dtype == np.int64 and a.ndim == 1 else a.astype(np.int64).reshape(-1)
+
+
+def _f64(v: Any, n: int, fill: float) -> np.ndarray:
+    if v is None:
+        return np.full(n, fill, dtype=float)
+    a = np.asarray(v)
+    return a if a.dtype == np.float64 and a.ndim == 1 else a.astype(float).reshape(-1)
 
 
 @dataclass(frozen=True, eq=False)
@@ -198,7 +202,7 @@ class RoundRows:
     payload: Any = None
 
     def __post_init__(self) -> None:
-        job = np.asarray(self.job, dtype=np.int64).reshape(-1)
+        job = _i64(self.job, 0, -1)
         n = job.shape[0]
         set_ = object.__setattr__
         set_(self, "job", job)
@@ -207,9 +211,9 @@ class RoundRows:
         set_(self, "rate", _f64(self.rate, n, 0.0))
         set_(self, "partner", _i64(self.partner, n, -1))
         set_(self, "partner_rate", _f64(self.partner_rate, n, 0.0))
-        set_(self, "spread_rate", _f64(self.spread_rate, n, 0.0) if self.spread_rate is not None else self.rate.copy())
+        set_(self, "spread_rate", _f64(self.spread_rate, n, 0.0) if self.spread_rate is not None else self.rate)
         set_(self, "partner_spread_rate", _f64(self.partner_spread_rate, n, 0.0)
-             if self.partner_spread_rate is not None else self.partner_rate.copy())
+             if self.partner_spread_rate is not None else self.partner_rate)
         set_(self, "consolidated", np.zeros(n, bool) if self.consolidated is None
              else np.asarray(self.consolidated, dtype=bool).reshape(-1))
         set_(self, "share", _f64(self.share, n, 1.0))
@@ -299,20 +303,23 @@ def check_rows(rows: RoundRows, view: RoundView, *, tol: float = 1e-9) -> None:
                              f"{'' if rows.partner[i] < 0 else f', partner {int(rows.partner[i])}'}, "
                              f"type column {int(rows.gpu_type[i])}): {rule}.")
 
-    bad = np.flatnonzero((rows.gpu_type < 0) | (rows.gpu_type >= m))
-    if bad.size:
-        fail(int(bad[0]), f"GPU type column must be in [0, {m - 1}]")
-    bad = np.flatnonzero(rows.gpus < 1)
-    if bad.size:
-        fail(int(bad[0]), f"a row must hold at least one GPU; got {int(rows.gpus[bad[0]])}")
-    bad = np.flatnonzero(~(rows.share > 0) | ~(rows.share <= 1 + tol))
-    if bad.size:
-        fail(int(bad[0]), f"share must be in (0, 1]; got {rows.share[bad[0]]!r}")
-    for name in ("rate", "partner_rate", "spread_rate", "partner_spread_rate"):
-        v = getattr(rows, name)
-        bad = np.flatnonzero(~np.isfinite(v) | (v < 0))
+    rates = np.concatenate([rows.rate, rows.partner_rate, rows.spread_rate, rows.partner_spread_rate])
+    if not (((rows.gpu_type >= 0) & (rows.gpu_type < m) & (rows.gpus >= 1) & (rows.share > 0)
+             & (rows.share <= 1 + tol)).all() and np.isfinite(rates).all() and (rates >= 0).all()):
+        bad = np.flatnonzero((rows.gpu_type < 0) | (rows.gpu_type >= m))
         if bad.size:
-            fail(int(bad[0]), f"{name} must be finite and non-negative; got {v[bad[0]]!r}")
+            fail(int(bad[0]), f"GPU type column must be in [0, {m - 1}]")
+        bad = np.flatnonzero(rows.gpus < 1)
+        if bad.size:
+            fail(int(bad[0]), f"a row must hold at least one GPU; got {int(rows.gpus[bad[0]])}")
+        bad = np.flatnonzero(~(rows.share > 0) | ~(rows.share <= 1 + tol))
+        if bad.size:
+            fail(int(bad[0]), f"share must be in (0, 1]; got {rows.share[bad[0]]!r}")
+        for name in ("rate", "partner_rate", "spread_rate", "partner_spread_rate"):
+            v = getattr(rows, name)
+            bad = np.flatnonzero(~np.isfinite(v) | (v < 0))
+            if bad.size:
+                fail(int(bad[0]), f"{name} must be finite and non-negative; got {v[bad[0]]!r}")
     bad = np.flatnonzero(rows.partner == rows.job)
     if bad.size:
         fail(int(bad[0]), "a pair needs two different jobs")

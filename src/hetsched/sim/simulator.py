@@ -429,8 +429,7 @@ class _Workload:
 
     def isolated_rates(self, active: np.ndarray) -> np.ndarray:
         """Throughput of each active job on its isolated share (1/n of every type)."""
-        js = JobSet(self.T[active], gpu_types=self.types, ids=active, scale_factors=self.s[active])
-        return isolated_throughput(js, self.cap)
+        return isolated_throughput(_Gangs(self.s[active]), self.cap, self.T[active])
 
     def view(self, ledger: Ledger, active: np.ndarray, t: float, rnd: int, changed: bool) -> RoundView:
         """What the scheduler sees this round."""
@@ -443,6 +442,14 @@ class _Workload:
             deadlines=None if self.deadlines is None else self.deadlines[active],
             entities=None if self.entities is None else self.entities[active], changed=changed,
             context=self.context)
+
+
+class _Gangs:
+    """The two facts :func:`isolated_throughput` reads from a JobSet (n jobs, gang sizes)."""
+
+    def __init__(self, s: np.ndarray) -> None:
+        self.scale_factors = s
+        self.n_jobs = self.n_total = int(s.shape[0])
 
 
 def _solve_columns(info: Mapping[str, Any]) -> dict[str, Any]:
