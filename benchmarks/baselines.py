@@ -1,28 +1,37 @@
-"""The schedulers papers compare against, on one generated workload, side by side.
+"""The schedulers papers compare against, on the same workloads and seeds, through one loop.
 
-Runs the same generated trace (Gavel's Philly-derived job mix, Poisson arrivals,
-``hetsched.sim.generate_workload``) through
+Every scheduler runs through :func:`hetsched.simulate` (Gavel's round mechanism, 360 s
+rounds, re-solve on every arrival and completion, no placement):
 
-* the allocation policies ``max_min_fairness``, ``finish_time_fairness``, ``allox``,
-  ``gandiva_fair``, ``drf`` and ``fifo`` with :func:`hetsched.sim.simulate` (Gavel's round
-  mechanism, 360 s rounds, re-solve on every arrival and completion), and
-* Tiresias (discretized 2D-LAS, and 2D-Gittins with a job-size distribution estimated from
-  a *different* generated trace: "past jobs") through the per-round interface with
-  :func:`hetsched.schedulers.replay`, whose accounting follows the simulator's (see its
-  docstring), since ``simulate`` does not take a per-round scheduler yet,
+* Gavel's max-min fairness, heterogeneity-aware and agnostic, and with space sharing
+  (``packing="workload"``: pair throughputs from the workload's catalogue);
+* finish-time fairness (Themis), AlloX, Gandiva_fair, DRF, FIFO;
+* Sia (goodput ILP; elastic: a job's GPU type and count change from round to round, goodput
+  from Sia's bootstrap model);
+* Tiresias (discretized 2D-LAS, and 2D-Gittins with a job-size distribution estimated from a
+  *different* generated trace: "past jobs").
 
-and prints average / p99 JCT, makespan and the worst finish-time fairness rho. Two
-workloads: the Philly gang mix (1/2/4/8 GPUs at .70/.10/.15/.05) and single-GPU jobs only
-(AlloX's setting: AlloX matches one job per device; gangs use hetsched's heuristic
-extension).
+Three workloads, each from ``hetsched.sim.generate_workload`` (Gavel's Philly-derived
+durations, Poisson arrivals): the Philly gang mix (1/2/4/8 GPUs at .70/.10/.15/.05);
+single-GPU jobs only (AlloX's setting); and an *elastic* setting: the Philly mix at a
+quarter of the load, where idle GPUs are common and Sia may grow (or shrink) any job's GPU
+count, while the fixed-gang schedulers run each job on its requested gang (goodput
+bootstrapped as ``sia`` does from the job's measured throughput: 10 % synchronisation cost
+inside a node, 30 % across nodes). Sia also scales the single-GPU jobs of the second
+workload; the others cannot.
+
+A second part runs the Philly mix with a restart cost (seconds without progress whenever a
+job starts on GPUs it did not hold the round before) for a few schedulers.
 
 Usage::
 
-    python benchmarks/baselines.py --quick      # 60 jobs per workload, ~1 minute
-    python benchmarks/baselines.py              # 200 jobs per workload, 3 seeds
+    python benchmarks/baselines.py --quick      # 40 jobs per workload, one seed
+    python benchmarks/baselines.py              # 120 jobs per workload, 3 seeds
 
-Writes ``benchmarks/results/baselines.csv`` (``policy, avg_jct, p99_jct, makespan,
-worst_ftf`` and more) and, unless ``--no-plot``, the JCT CDF ``docs/baselines_jct_cdf.png``.
+Writes ``benchmarks/results/baselines.csv`` (one row per workload, seed and scheduler:
+``avg_jct, p99_jct, makespan, worst_ftf, utilization, restarts, wall_s`` and more),
+``benchmarks/results/baselines_restart.csv`` and, unless ``--no-plot``, the JCT CDF
+``docs/baselines_jct_cdf.png``.
 """
 
 from __future__ import annotations
@@ -37,63 +46,81 @@ import numpy as np
 import pandas as pd
 
 import hetsched as hs
-from hetsched.schedulers import ServiceDistribution, Tiresias, replay
+from hetsched.schedulers import ServiceDistribution, Tiresias
 from hetsched.sim import generate_workload, simulate
 
 ROOT = Path(__file__).resolve().parent
 RESULTS = ROOT / "results" / "baselines.csv"
+RESTART_RESULTS = ROOT / "results" / "baselines_restart.csv"
 PLOT = ROOT.parent / "docs" / "baselines_jct_cdf.png"
-POLICIES = ("max_min_fairness", "finish_time_fairness", "allox", "gandiva_fair", "drf", "fifo")
-WORKLOADS = {"philly_mix": (0.70, 0.10, 0.15, 0.05), "single_gpu": {1: 1.0}}
+WORKLOADS = {
+    "philly_mix": dict(scale_factor_probs=(0.70, 0.10, 0.15, 0.05), rate=4.0),
+    "single_gpu": dict(scale_factor_probs={1: 1.0}, rate=4.0),
+    "elastic": dict(scale_factor_probs=(0.70, 0.10, 0.15, 0.05), rate=1.0),
+}
 ROUND_SECONDS = 360.0
 
 
-def tiresias_variants(past: hs.JobSet, total_steps: np.ndarray) -> dict[str, Tiresias]:
-    """2D-LAS with two thresholds (1 and 10 GPU-hours) and a starvation knob, and 2D-Gittins
-    with the size distribution (GPU-seconds on the fastest type) of ``past`` jobs."""
-    best = past.throughputs.max(axis=1)
-    sizes = past.scale_factors * total_steps / best
+def schedulers(past: hs.Trace) -> dict[str, object]:
+    """Every scheduler of the comparison; Tiresias-Gittins learns job sizes from ``past``."""
+    best = past.jobs.throughputs.max(axis=1)
+    sizes = past.jobs.scale_factors * past.total_steps / best
+    pol = hs.policies
     return {
+        "max_min_fairness": pol.MaxMinFairness(),
+        "max_min_fairness_agnostic": pol.MaxMinFairness(heterogeneity_aware=False),
+        "max_min_fairness+packing": pol.MaxMinFairness(packing="workload"),
+        "finish_time_fairness": pol.FinishTimeFairness(),
+        "sia": pol.Sia(),
         "tiresias": Tiresias(thresholds=(3600.0, 36000.0), promote_knob=8.0),
         "tiresias_gittins": Tiresias(thresholds=(3600.0, 36000.0), promote_knob=8.0,
                                      distribution=ServiceDistribution(sizes)),
+        "allox": "allox",
+        "gandiva_fair": "gandiva_fair",
+        "drf": "drf",
+        "fifo": "fifo",
     }
 
 
-def run(n_jobs: int, seeds: list[int], rate: float, counts: dict[str, int]):
+def _row(res, **keys) -> dict:
+    s = res.summary
+    return dict(**keys, avg_jct=s["avg_jct"], p99_jct=s["p99_jct"], makespan=s["makespan"], worst_ftf=s["worst_ftf"],
+                mean_ftf=s["mean_ftf"], utilization=s["utilization"], restarts=int(res.jobs["restarts"].sum()),
+                restart_seconds_lost=float(res.jobs["restart_seconds"].sum()), n_completed=s["n_completed"],
+                status=s["status"], wall_s=s["wall_s"])
+
+
+def run(n_jobs: int, seeds: list[int], counts: dict[str, int], only: set[str] | None):
     rows, jcts = [], []
     cluster = hs.Cluster(counts)
-    for wname, probs in WORKLOADS.items():
+    for wname, spec in WORKLOADS.items():
         for seed in seeds:
-            trace = generate_workload(n_jobs, rate_per_hour=rate, seed=seed, scale_factor_probs=probs, n_entities=4)
-            past = generate_workload(4 * n_jobs, rate_per_hour=rate, seed=10_000 + seed, scale_factor_probs=probs)
-            for pol in POLICIES:
-                t0 = time.perf_counter()
-                res = simulate(pol, trace, cluster, round_seconds=ROUND_SECONDS)
-                wall = time.perf_counter() - t0
-                s = res.summary
-                rows.append(dict(workload=wname, seed=seed, policy=pol, runner="simulate", n_jobs=n_jobs,
-                                 avg_jct=s["avg_jct"], p99_jct=s["p99_jct"], makespan=s["makespan"],
-                                 worst_ftf=s["worst_ftf"], mean_ftf=s["mean_ftf"], utilization=s["utilization"],
-                                 n_completed=s["n_completed"], wall_s=wall))
-                jcts.append((wname, seed, pol, res.jobs.loc[res.jobs["completed"], "jct"].to_numpy()))
-            jobs = hs.JobSet(trace.jobs.throughputs, gpu_types=trace.jobs.gpu_types, ids=trace.jobs.ids,
-                             scale_factors=trace.jobs.scale_factors, arrival_times=trace.arrival_times,
-                             steps_remaining=trace.total_steps).with_columns(cluster.gpu_types)
-            for name, sched in tiresias_variants(past.jobs, past.total_steps).items():
-                t0 = time.perf_counter()
-                res = replay(sched, jobs, cluster, round_seconds=ROUND_SECONDS)
-                wall = time.perf_counter() - t0
-                s = res.summary
-                busy = float((res.jobs["run_seconds"] * jobs.scale_factors).sum())
-                span = float(res.jobs["finish"].max() - res.jobs["arrival"].min())
-                rows.append(dict(workload=wname, seed=seed, policy=name, runner="replay", n_jobs=n_jobs,
-                                 avg_jct=s["avg_jct"], p99_jct=s["p99_jct"], makespan=s["makespan"],
-                                 worst_ftf=s["worst_ftf"], mean_ftf=s["mean_ftf"],
-                                 utilization=busy / (sum(counts.values()) * span) if span > 0 else np.nan,
-                                 n_completed=s["n_completed"], wall_s=wall))
+            trace = generate_workload(n_jobs, rate_per_hour=spec["rate"], seed=seed, pairs=True,
+                                      scale_factor_probs=spec["scale_factor_probs"])
+            past = generate_workload(4 * n_jobs, rate_per_hour=spec["rate"], seed=10_000 + seed,
+                                     scale_factor_probs=spec["scale_factor_probs"])
+            for name, sched in schedulers(past).items():
+                if only and name not in only:
+                    continue
+                res = simulate(sched, trace, cluster, round_seconds=ROUND_SECONDS, record_runs=False)
+                rows.append(_row(res, workload=wname, seed=seed, scheduler=name, n_jobs=n_jobs))
                 jcts.append((wname, seed, name, res.jobs.loc[res.jobs["completed"], "jct"].to_numpy()))
+                print(f"  {wname:11s} seed {seed} {name:26s} avg JCT {rows[-1]['avg_jct'] / 3600:7.2f} h  "
+                      f"wall {rows[-1]['wall_s']:6.1f} s", flush=True)
     return pd.DataFrame(rows), jcts
+
+
+def restart_part(n_jobs: int, counts: dict[str, int], costs: list[float]) -> pd.DataFrame:
+    """Philly mix, seed 0: the effect of a restart cost on a few schedulers."""
+    trace = generate_workload(n_jobs, rate_per_hour=WORKLOADS["philly_mix"]["rate"], seed=0, pairs=True)
+    rows = []
+    for name in ("max_min_fairness", "sia", "tiresias", "fifo"):
+        for cost in costs:
+            sched = Tiresias(thresholds=(3600.0, 36000.0), promote_knob=8.0) if name == "tiresias" else name
+            res = simulate(sched, trace, hs.Cluster(counts), round_seconds=ROUND_SECONDS, restart_seconds=cost,
+                           record_runs=False)
+            rows.append(_row(res, workload="philly_mix", seed=0, scheduler=name, n_jobs=n_jobs, restart_cost=cost))
+    return pd.DataFrame(rows)
 
 
 def plot(jcts, path: Path) -> None:
@@ -103,18 +130,20 @@ def plot(jcts, path: Path) -> None:
     import matplotlib.pyplot as plt
 
     names = list(WORKLOADS)
-    fig, axes = plt.subplots(1, len(names), figsize=(6 * len(names), 4), sharey=True)
+    fig, axes = plt.subplots(1, len(names), figsize=(6 * len(names), 4.5), sharey=True)
     for ax, wname in zip(np.atleast_1d(axes), names):
         pols = list(dict.fromkeys(p for w, _, p, _ in jcts if w == wname))
         for pol in pols:
-            v = np.sort(np.concatenate([j for w, _, p, j in jcts if w == wname and p == pol])) / 3600
-            ax.step(v, np.arange(1, v.size + 1) / v.size, where="post", label=pol)
+            parts = [j for w, _, p, j in jcts if w == wname and p == pol]
+            v = np.sort(np.concatenate(parts)) / 3600 if parts else np.zeros(0)
+            if v.size:
+                ax.step(v, np.arange(1, v.size + 1) / v.size, where="post", label=pol)
         ax.set_xscale("log")
         ax.set_xlabel("JCT (hours, log scale)")
         ax.set_title(wname)
         ax.grid(alpha=0.3)
     np.atleast_1d(axes)[0].set_ylabel("fraction of jobs")
-    np.atleast_1d(axes)[-1].legend(fontsize=8, loc="lower right")
+    np.atleast_1d(axes)[-1].legend(fontsize=7, loc="lower right")
     fig.tight_layout()
     path.parent.mkdir(parents=True, exist_ok=True)
     fig.savefig(path, dpi=110)
@@ -123,33 +152,46 @@ def plot(jcts, path: Path) -> None:
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--quick", action="store_true", help="60 jobs, one seed")
+    ap.add_argument("--quick", action="store_true", help="40 jobs, one seed")
     ap.add_argument("--jobs", type=int, default=None)
     ap.add_argument("--seeds", type=int, default=None, help="number of seeds (0, 1, ...)")
-    ap.add_argument("--rate", type=float, default=6.0, help="arrivals per hour")
+    ap.add_argument("--only", default=None, help="comma-separated scheduler names")
+    ap.add_argument("--restart-costs", default="0,30,120", help="seconds, comma-separated ('' to skip)")
     ap.add_argument("--out", type=Path, default=RESULTS)
     ap.add_argument("--plot", type=Path, default=PLOT)
     ap.add_argument("--no-plot", action="store_true")
     args = ap.parse_args(argv)
-    n = args.jobs or (60 if args.quick else 200)
+    n = args.jobs or (40 if args.quick else 120)
     seeds = list(range(args.seeds or (1 if args.quick else 3)))
     counts = {"v100": 8, "p100": 8, "k80": 8}
-    print(f"# baselines: {n} jobs x {len(seeds)} seed(s) per workload, {args.rate}/h, cluster {counts}, "
-          f"{ROUND_SECONDS:.0f} s rounds; {platform.processor() or platform.machine()}, Python {sys.version.split()[0]}")
+    only = set(args.only.split(",")) if args.only else None
+    print(f"# baselines: {n} jobs x {len(seeds)} seed(s) per workload, cluster {counts}, {ROUND_SECONDS:.0f} s rounds; "
+          f"{platform.processor() or platform.machine()}, Python {sys.version.split()[0]}, hetsched {hs.__version__}")
     t0 = time.perf_counter()
-    df, jcts = run(n, seeds, args.rate, counts)
-    agg = (df.groupby(["workload", "policy"], sort=False)
+    df, jcts = run(n, seeds, counts, only)
+    agg = (df.groupby(["workload", "scheduler"], sort=False)
              .agg(avg_jct=("avg_jct", "mean"), p99_jct=("p99_jct", "mean"), makespan=("makespan", "mean"),
-                  worst_ftf=("worst_ftf", "mean"), utilization=("utilization", "mean"), wall_s=("wall_s", "sum"))
+                  worst_ftf=("worst_ftf", "mean"), utilization=("utilization", "mean"),
+                  restarts=("restarts", "mean"), wall_s=("wall_s", "mean"))
              .reset_index())
-    print(f"{'workload':12s} {'policy':22s} {'avg JCT h':>10s} {'p99 JCT h':>10s} {'makespan h':>11s} "
-          f"{'worst FTF':>10s} {'util':>6s} {'wall s':>7s}")
+    print(f"{'workload':11s} {'scheduler':26s} {'avg JCT h':>9s} {'p99 JCT h':>9s} {'makespan h':>10s} "
+          f"{'worst FTF':>9s} {'util':>5s} {'restarts':>8s} {'wall s':>7s}")
     for r in agg.itertuples():
-        print(f"{r.workload:12s} {r.policy:22s} {r.avg_jct / 3600:10.2f} {r.p99_jct / 3600:10.2f} "
-              f"{r.makespan / 3600:11.1f} {r.worst_ftf:10.2f} {r.utilization:6.2f} {r.wall_s:7.1f}")
+        print(f"{r.workload:11s} {r.scheduler:26s} {r.avg_jct / 3600:9.2f} {r.p99_jct / 3600:9.2f} "
+              f"{r.makespan / 3600:10.1f} {r.worst_ftf:9.2f} {r.utilization:5.2f} {r.restarts:8.0f} {r.wall_s:7.1f}")
     args.out.parent.mkdir(parents=True, exist_ok=True)
     df.to_csv(args.out, index=False)
     print(f"# wrote {args.out} ({len(df)} rows) in {time.perf_counter() - t0:.1f} s")
+    costs = [float(c) for c in args.restart_costs.split(",") if c.strip()]
+    if costs:
+        rs = restart_part(n, counts, costs)
+        print(f"{'scheduler':18s} {'restart s':>9s} {'avg JCT h':>9s} {'makespan h':>10s} {'restarts':>8s} "
+              f"{'job-h lost':>10s}")
+        for r in rs.itertuples():
+            print(f"{r.scheduler:18s} {r.restart_cost:9.0f} {r.avg_jct / 3600:9.2f} {r.makespan / 3600:10.1f} "
+                  f"{r.restarts:8d} {r.restart_seconds_lost / 3600:10.1f}")
+        rs.to_csv(RESTART_RESULTS, index=False)
+        print(f"# wrote {RESTART_RESULTS}")
     if not args.no_plot:
         plot(jcts, args.plot)
         print(f"# wrote {args.plot}")

@@ -408,6 +408,25 @@ def _print_summary(res, out: TextIO) -> None:
 
 
 # ----------------------------------------------------------------------------- commands
+def _demo_schedulers() -> dict[str, Any]:
+    """Schedulers the demo runs beside the registered policies: name -> f(catalogue)."""
+    import hetsched as hs
+
+    def packed(cat: Any) -> Any:
+        if cat.pairs is None:
+            raise ValidationError("the throughput table has no pair throughputs (space sharing)")
+        return hs.policies.MaxMinFairness(packing="workload")
+
+    def sensitive(cat: Any) -> Any:
+        if cat.unconsolidated is None:
+            raise ValidationError("the throughput table has no unconsolidated throughputs")
+        return hs.policies.FinishTimeFairness(placement_sensitivity="workload")
+
+    return {"tiresias": lambda cat: hs.Tiresias(thresholds=(3600.0, 36000.0), promote_knob=8.0),
+            "max_min_fairness+packing": packed,
+            "finish_time_fairness+placement": sensitive}
+
+
 def _demo(args: argparse.Namespace, out: TextIO) -> int:
     import hetsched as hs
     from .sim import generate_workload, simulate
@@ -416,7 +435,8 @@ def _demo(args: argparse.Namespace, out: TextIO) -> int:
         raise ValidationError(f"`--jobs` must be a positive integer; got {args.jobs}.")
     if args.gpus_per_type < 1:
         raise ValidationError(f"`--gpus-per-type` must be a positive integer; got {args.gpus_per_type}.")
-    known = hs.list_policies()
+    extras = _demo_schedulers()
+    known = hs.list_policies() + list(extras)
     if args.policies is None:
         names = known
     else:
@@ -431,11 +451,12 @@ def _demo(args: argparse.Namespace, out: TextIO) -> int:
             catalogue = catalogue.subset(list(gpu_spec))
         source = f"Gavel-format table {args.throughputs}"
     else:
-        catalogue = generate_catalogue(gpu_types=gpu_spec or ("v100", "p100", "k80"), seed=args.seed)
+        catalogue = generate_catalogue(gpu_types=gpu_spec or ("v100", "p100", "k80"), seed=args.seed, pairs=True)
         source = "generated catalogue"
-    # Short jobs only (32 min to 17 h) so that the demo drains in seconds.
+    # Short jobs only (32 min to 17 h) so that the demo drains in seconds; four entities for
+    # hierarchical fairness.
     trace = generate_workload(args.jobs, rate_per_hour=args.arrival_rate, seed=args.seed, catalogue=catalogue,
-                              long_job_prob=0.0)
+                              long_job_prob=0.0, n_entities=4)
     counts = {t: args.gpus_per_type for t in catalogue.gpu_types}
     prices = {t: DEMO_PRICES[t] for t in catalogue.gpu_types if t in DEMO_PRICES}
     cluster = Cluster(counts, prices=prices or None)
@@ -453,7 +474,8 @@ def _demo(args: argparse.Namespace, out: TextIO) -> int:
     failed = 0
     for name in names:
         try:
-            res = simulate(name, trace, cluster, round_seconds=args.round_seconds, solver=args.solver,
+            sched = extras[name](catalogue) if name in extras else name
+            res = simulate(sched, trace, cluster, round_seconds=args.round_seconds, solver=args.solver,
                            solve_time_limit=args.time_limit, record_runs=False)
         except HetschedError as exc:
             if isinstance(exc, ValidationError):

@@ -97,7 +97,8 @@ class Ledger:
         dict
             ``finished`` (mask over ``active``), ``row_seconds`` (busy seconds of each row),
             ``busy`` (GPU-seconds per type), ``n_running``, ``preempted``, ``migrated``,
-            ``restarts``.
+            ``restarts`` (jobs that started on GPUs they did not hold the round before, whether
+            or not ``restart_seconds`` charges for it; never in the ideal mechanism).
         """
         n_act = active.size
         r, j = rows.members()
@@ -116,9 +117,12 @@ class Ledger:
             now_gpus[pos] = rows.gpus[r]
         # restarts: a job on GPUs it did not hold the round before
         held = (self.last_type[j] == rows.gpu_type[r]) & (self.last_gpus[j] == rows.gpus[r]) & ~moved[r]
-        restart_e = np.where(held | fluid, 0.0, self.restart_seconds)
+        event = ~(held | fluid)
+        restart_e = np.where(event, self.restart_seconds, 0.0)
         restart_job = np.zeros(n_act)
         restart_job[pos] = restart_e
+        started = np.zeros(n_act, bool)
+        started[pos] = event
         avail = np.maximum(L - restart_job, 0.0)
         rem = self.total[active] - self.done[active]
         with np.errstate(divide="ignore", invalid="ignore"):
@@ -136,11 +140,10 @@ class Ledger:
         preempted = np.zeros(n_act, bool) if fluid else ran_before & (now_type != self.last_type[active])
         migrated = preempted & running
         migrated[pos[moved[r]]] = True
-        charged = restart_job > 0
         self.preempt[active] += preempted
         self.migr[active] += migrated
-        self.restarts[active] += charged
-        self.restart_sec[active] += np.minimum(restart_job, L) * charged
+        self.restarts[active] += started
+        self.restart_sec[active] += np.minimum(restart_job, L)
         first = running & np.isnan(self.start[active])
         self.start[active[first]] = t
         with np.errstate(divide="ignore", invalid="ignore"):
@@ -164,7 +167,7 @@ class Ledger:
                             ("spread", sp)):
                 self.runs[name].append(v)
         return {"finished": fin, "row_seconds": row_dt, "busy": busy, "n_running": int(running.sum()),
-                "preempted": int(preempted.sum()), "migrated": int(migrated.sum()), "restarts": int(charged.sum())}
+                "preempted": int(preempted.sum()), "migrated": int(migrated.sum()), "restarts": int(started.sum())}
 
     def log_round(self, **values: Any) -> None:
         """Append one row to the round log (``busy``: GPU-seconds per type)."""

@@ -23,6 +23,7 @@ finishes mid-round stay idle until the round ends.
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import math
 import re
@@ -298,26 +299,38 @@ def _rename_jobs(message: str, ids: np.ndarray) -> str:
     return re.sub(r"job (\d+)\b", sub, message)
 
 
-def _policy_label(pol: Policy) -> str:
-    params = pol.params()
+def _params(obj: Any) -> dict[str, Any]:
+    if callable(getattr(obj, "params", None)):
+        return obj.params()
+    if dataclasses.is_dataclass(obj):
+        return {f.name: getattr(obj, f.name) for f in dataclasses.fields(obj)}
+    return {}
+
+
+def _label(obj: Any, name: str) -> str:
+    """``name(param=value, ...)`` with the parameters that differ from the defaults."""
+    params = _params(obj)
     defaults = {}
     try:
-        defaults = type(pol)().params()
-    except Exception:  # noqa: BLE001 - a policy without defaults
+        defaults = _params(type(obj)())
+    except Exception:  # noqa: BLE001 - a scheduler without defaults
         pass
     changed = {k: v for k, v in params.items() if defaults.get(k, object()) != v}
     if not changed:
-        return pol.name
-    return pol.name + "(" + ", ".join(f"{k}={v!r}" for k, v in changed.items()) + ")"
+        return name
+    return name + "(" + ", ".join(f"{k}={v!r}" for k, v in changed.items()) + ")"
 
 
 def _scheduler_label(sched: Any) -> tuple[str, str, dict[str, Any]]:
-    pol = _policy_of(sched)
-    if pol is not None:
-        return _policy_label(pol), pol.name, pol.params()
-    name = str(getattr(sched, "name", type(sched).__name__.lower()))
-    params = sched.params() if callable(getattr(sched, "params", None)) else {}
-    return repr(sched), name, params
+    obj = _policy_of(sched) or sched
+    name = str(getattr(obj, "name", type(obj).__name__.lower()))
+    return _label(obj, name), name, _params(obj)
+
+
+def scheduler_label(scheduler: Any) -> str:
+    """A short label for a policy or round scheduler: its name and the parameters that differ
+    from their defaults, e.g. ``"max_min_fairness(heterogeneity_aware=False)"``."""
+    return _scheduler_label(scheduler)[0]
 
 
 @dataclass(frozen=True, eq=False)

@@ -22,7 +22,7 @@ import pandas as pd
 from ..cluster import Cluster
 from ..errors import HetschedError, ValidationError
 from ..formulations.base import make_policy
-from .simulator import _policy_label, simulate
+from .simulator import scheduler_label, simulate
 from .trace import Trace, generate_workload
 
 __all__ = ["TIMING_COLUMNS", "expand_grid", "run_one", "sweep"]
@@ -57,7 +57,7 @@ def _axis(key: str, value: Any) -> list[tuple[Any, Any]] | None:
         for v in value:
             if key == "policy":
                 pol = make_policy(v)
-                out.append((_policy_label(pol), pol))
+                out.append((scheduler_label(pol), pol))
             elif key == "cluster":
                 c = v if isinstance(v, Cluster) else Cluster(v)
                 out.append((_cluster_label(c), c))
@@ -130,7 +130,7 @@ def expand_grid(grid: Mapping[str, Any]) -> list[dict[str, Any]]:
             labels[key] = label
         for key in ("policy", "cluster"):
             if key not in labels:
-                labels[key] = _policy_label(params[key]) if key == "policy" else _cluster_label(params[key])
+                labels[key] = scheduler_label(params[key]) if key == "policy" else _cluster_label(params[key])
         for key in ("load", "seed", "n_jobs"):
             if key not in labels and key in params:
                 labels[key] = params[key]
