@@ -133,11 +133,13 @@ def plot(jcts, path: Path) -> None:
     fig, axes = plt.subplots(1, len(names), figsize=(6 * len(names), 4.5), sharey=True)
     for ax, wname in zip(np.atleast_1d(axes), names):
         pols = list(dict.fromkeys(p for w, _, p, _ in jcts if w == wname))
-        for pol in pols:
+        colors = plt.cm.tab20(np.linspace(0, 1, 20))
+        for i, pol in enumerate(pols):
             parts = [j for w, _, p, j in jcts if w == wname and p == pol]
             v = np.sort(np.concatenate(parts)) / 3600 if parts else np.zeros(0)
             if v.size:
-                ax.step(v, np.arange(1, v.size + 1) / v.size, where="post", label=pol)
+                ax.step(v, np.arange(1, v.size + 1) / v.size, where="post", label=pol, color=colors[(2 * i) % 20],
+                        linestyle="-" if i < 10 else "--")
         ax.set_xscale("log")
         ax.set_xlabel("JCT (hours, log scale)")
         ax.set_title(wname)
