@@ -137,7 +137,7 @@ def plan_round_arrays(
     else:
         ej, ek = priority_order(
             X, base.received, base.elapsed, prev, L, rule=rule, stickiness=stickiness, zero_tol=zero_tol,
-            work_conserving=work_conserving,
+            work_conserving=work_conserving, waiting=base.rounds_waiting,
         )
         if members is None:
             assignment, passes = greedy_pack(ej, ek, s, cap, n)

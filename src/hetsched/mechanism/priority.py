@@ -13,8 +13,16 @@ were reset and :math:`r_{jk}` the seconds it ran on type :math:`k` in that time,
 i.e. the time the job should have had on the type over the time it had: above 1 means
 behind. The tie-break is the *deficit at the end of this round*,
 :math:`X_{jk}(e_j + L) - r_{jk}` (seconds owed if it does not run now; at a fresh start it
-orders jobs by :math:`X_{jk}`), then the entry order (job row, then type column), which
-makes the plan deterministic. Only entries with :math:`X_{jk} > \text{zero\_tol}` exist.
+orders jobs by :math:`X_{jk}`), then the *rounds the job has waited* (longest first; kept
+across share resets), then the entry order (job row, then type column), which makes the
+plan deterministic. Priorities and deficits are compared at :data:`TIE_DECIMALS` decimals
+(deficits in rounds), so that solver noise in X (an interior-point solution gives
+symmetric jobs X equal to 1e-9) does not decide ties. Without the waiting key, equal X
+and shares reset at every re-solve made the entry order decide every round after a reset:
+the same (oldest) jobs won again and again, a FIFO in disguise: on Gavel's generated
+300-job trace (heterogeneity-agnostic single-stage max-min, 4 + 4 + 4 GPUs) an interior
+solution (Clarabel) had a p99 JCT of 43.8 h against 29.2 h for a vertex one (HiGHS); with
+the waiting key, 26.5 h and 30.1 h. Only entries with :math:`X_{jk} > \text{zero\_tol}` exist.
 Lease continuity multiplies the priority of the type a job ran on last round by
 :math:`1 + \text{stickiness}`.
 
@@ -26,7 +34,7 @@ Largest deficit first (``rule="deficit"``)
 ------------------------------------------
 The key is the deficit at the end of the round in units of rounds,
 :math:`(X_{jk}(e_j + L) - r_{jk}) / L`, plus ``stickiness`` on last round's type; ties by
-:math:`X_{jk}`, then entry order. It keeps every job close to its share in absolute time
+:math:`X_{jk}`, then rounds waited, then entry order. It keeps every job close to its share in absolute time
 (no :math:`+\infty` for never-served entries), which converges with a smaller constant.
 
 In numpy::
@@ -34,14 +42,19 @@ In numpy::
     jj, kk = np.nonzero(X > zero_tol)
     x, r, e = X[jj, kk], received[jj, kk], elapsed[jj]
     prio = np.where(r > 0, x * e / r, np.inf)
-    order = np.lexsort((-(x * (e + L) - r), -prio))      # stable: entry order breaks ties
+    deficit = (x * (e + L) - r) / L                       # in rounds
+    order = np.lexsort((-waiting[jj], -deficit.round(6), -prio.round(6)))  # stable: entry order last
+    # (``prio`` rounded where finite; np.round keeps inf)
 """
 
 from __future__ import annotations
 
 import numpy as np
 
-__all__ = ["priority_order"]
+__all__ = ["priority_order", "TIE_DECIMALS"]
+
+#: Decimals at which priorities and deficits (in rounds) are compared: closer values tie.
+TIE_DECIMALS = 6
 
 
 def priority_order(
@@ -55,6 +68,7 @@ def priority_order(
     stickiness: float,
     zero_tol: float,
     work_conserving: bool = True,
+    waiting: np.ndarray | None = None,
 ) -> tuple[np.ndarray, np.ndarray]:
     """Entries ``(job row, type column)`` with ``X > zero_tol``, best first.
 
@@ -79,6 +93,8 @@ def priority_order(
     work_conserving : bool, default True
         False keeps only entries still owed time at the end of the round
         (``X * (e + L) - r > 0``): no job runs ahead of its share, GPUs may idle.
+    waiting : ndarray of int, shape (n_jobs,), optional
+        Rounds each job has waited (tie-break: longest first); default all 0.
 
     Returns
     -------
@@ -94,15 +110,17 @@ def priority_order(
         owed = deficit > 0
         jj, kk, x, r, e, deficit = jj[owed], kk[owed], x[owed], r[owed], e[owed], deficit[owed]
     sticky = last_type[jj] == kk
+    w = np.zeros(jj.shape[0]) if waiting is None else np.asarray(waiting, dtype=float)[jj]
+    d = np.round(deficit / round_seconds, TIE_DECIMALS)
     if rule == "gavel":
         with np.errstate(divide="ignore", invalid="ignore"):
             prio = np.where(r > 0, x * e / r, np.inf)
         if stickiness > 0:
             prio = np.where(sticky, prio * (1.0 + stickiness), prio)
-        order = np.lexsort((-deficit, -prio))
+        order = np.lexsort((-w, -d, -np.round(prio, TIE_DECIMALS)))
     else:
-        key = deficit / round_seconds
+        key = d
         if stickiness > 0:
             key = np.where(sticky, key + stickiness, key)
-        order = np.lexsort((-x, -key))
+        order = np.lexsort((-w, -np.round(x, TIE_DECIMALS), -key))
     return jj[order].astype(np.int64), kk[order].astype(np.int64)

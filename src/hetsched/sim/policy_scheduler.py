@@ -89,7 +89,6 @@ class PolicyState:
     history: ShareHistory = field(default_factory=ShareHistory.empty)
     last_solve: float = -math.inf
     policy: Policy | None = None
-    plan: Any = None
 
 
 class PolicyScheduler:
@@ -199,7 +198,8 @@ class PolicyScheduler:
         pol = state.policy
         assert pol is not None
         if getattr(pol, "emits_configurations", False):
-            cur = {j: c for j, c in state.current.items() if j in set(view.jobs.tolist())}
+            alive = set(view.jobs.tolist())
+            cur = {j: c for j, c in state.current.items() if j in alive}
             pol = dataclasses.replace(pol, current=cur or None)
         t0 = time.perf_counter()
         jobs = view.jobset(self.reads)
