@@ -269,6 +269,13 @@ def test_bad_options(kw, match) -> None:
         hs.simulate("fifo", TWO, hs.Cluster({"v100": 1}), **kw)
 
 
+@pytest.mark.parametrize("kw", [{"reallocate": 720.0}, {"rule": "deficit"}, {"solver": "highs"},
+                                {"reset_shares": False}, {"mechanism": "ideal"}])
+def test_policy_options_are_not_silently_ignored_beside_a_round_scheduler(kw) -> None:
+    with pytest.raises(ValidationError, match="PolicyScheduler|applies to policies"):
+        hs.simulate(hs.Tiresias(), TWO, hs.Cluster({"v100": 1}), **kw)
+
+
 def test_options_object_and_keywords_agree() -> None:
     a = hs.simulate("fifo", TWO, hs.Cluster({"v100": 1}), options=SimOptions(round_seconds=60.0))
     b = hs.simulate("fifo", TWO, hs.Cluster({"v100": 1}), round_seconds=60.0)

@@ -264,10 +264,24 @@ def as_scheduler(scheduler: Any, options: SimOptions | None = None) -> RoundSche
         raise ValidationError(f"the PolicyScheduler's mode {scheduler.mode!r} differs from `mechanism` "
                               f"{opts.mechanism!r}; pass the same to both.")
     if isinstance(scheduler, RoundScheduler):
+        defaults = SimOptions()
+        ignored = [name for name in _POLICY_OPTIONS if getattr(opts, name) != getattr(defaults, name)]
+        if ignored:
+            raise ValidationError(
+                f"{sorted(ignored)} configure the PolicyScheduler that simulate builds from a policy name or object; "
+                f"they do not apply to {type(scheduler).__name__} (pass them to the scheduler itself).")
+        if opts.mechanism != "rounds" and not isinstance(scheduler, PolicyScheduler):
+            raise ValidationError(f"`mechanism={opts.mechanism!r}` applies to policies; a round scheduler "
+                                  f"({type(scheduler).__name__}) decides its own rows.")
         return scheduler
     raise ValidationError(
         "`scheduler` must be a policy name, a hetsched.policies object or a round scheduler (an object with "
         f"initial_state, plan_round and record_round, e.g. hetsched.Tiresias()); got {type(scheduler).__name__}.")
+
+
+#: Options that configure a PolicyScheduler (rejected beside any other round scheduler).
+_POLICY_OPTIONS = ("reallocate", "rule", "stickiness", "work_conserving", "reset_shares", "solver", "solve_time_limit",
+                   "solver_options")
 
 
 def _policy_of(sched: Any) -> Policy | None:
