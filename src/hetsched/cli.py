@@ -198,7 +198,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     Returns
     -------
     int
-        0 on success; 1 when a solve or simulation failed; 2 for bad arguments.
+        0 on success; 1 when a solve or simulation failed or an output could not be written;
+        2 for bad arguments (including an ``--out`` that cannot be written, checked before the
+        run).
     """
     parser = _build_parser()
     try:
@@ -225,9 +227,46 @@ def main(argv: Sequence[str] | None = None) -> int:
     except ImportError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
+    except OSError as exc:  # e.g. the disk filled up while writing --out: one line, not a traceback
+        print(f"error: {type(exc).__name__}: {exc}", file=sys.stderr)
+        return 1
 
 
 # ----------------------------------------------------------------------------- helpers
+def _check_out(value: str | None, kind: str, option: str = "--out") -> None:
+    """Refuse an output path that cannot be written, before the run (not after it).
+
+    ``kind`` "dir": a directory to write into (created if missing); "file": a file to
+    write (its directory created if missing). Raises :class:`ValidationError` (exit 2)
+    naming the option, the rule and the value.
+    """
+    if value is None:
+        return
+    import os
+
+    p = Path(value)
+    if kind == "dir":
+        rule = f"`{option}` must be a directory that exists or can be created, and is writable"
+        if p.exists() and not p.is_dir():
+            raise ValidationError(f"{rule}; got {value!r}, which is an existing file.")
+        folder = p
+    else:
+        rule = f"`{option}` must be a file path in a directory that exists or can be created, and is writable"
+        if value.endswith(("/", os.sep)) or p.is_dir():
+            raise ValidationError(f"{rule}; got {value!r}, which is a directory.")
+        if p.exists() and not os.access(p, os.W_OK):
+            raise ValidationError(f"{rule}; got {value!r}, an existing file that is not writable.")
+        folder = p.parent
+    existing = folder
+    while not existing.exists() and existing != existing.parent:
+        existing = existing.parent
+    if not existing.is_dir():
+        raise ValidationError(f"{rule}; got {value!r}, but {str(existing)!r} is a file, not a directory.")
+    if not os.access(existing, os.W_OK | os.X_OK):
+        what = "is not writable" if existing == folder else f"cannot be created: {str(existing)!r} is not writable"
+        raise ValidationError(f"{rule}; got {value!r}, whose directory {what}.")
+
+
 def _parse_gpu_types(text: str | None) -> list[str] | dict[str, float] | None:
     if text is None:
         return None
@@ -502,6 +541,7 @@ def _demo(args: argparse.Namespace, out: TextIO) -> int:
 def _solve(args: argparse.Namespace, out: TextIO) -> int:
     import hetsched as hs
 
+    _check_out(args.out, "file")
     cluster = _parse_cluster(args.cluster, args.gpus_per_server)
     trace = _workload(args, cluster)
     pol = _make_policy(args.policy, args.param)
@@ -521,6 +561,7 @@ def _solve(args: argparse.Namespace, out: TextIO) -> int:
 def _simulate(args: argparse.Namespace, out: TextIO) -> int:
     from .sim import SimulationResult, run_config, simulate
 
+    _check_out(args.out, "dir")
     progress = "auto" if args.progress is None else args.progress
     if args.config is not None:
         res = run_config(args.config, progress=progress)
@@ -542,6 +583,7 @@ def _simulate(args: argparse.Namespace, out: TextIO) -> int:
 def _sweep(args: argparse.Namespace, out: TextIO) -> int:
     from .sim import run_config, sweep
 
+    _check_out(args.out, "dir")
     if args.config is not None:
         df = run_config(args.config, max_workers=args.workers, progress=True if sys.stderr.isatty() else None)
         if not hasattr(df, "columns"):
@@ -602,6 +644,7 @@ def _bench(args: argparse.Namespace, out: TextIO) -> int:
 
     from .sim.bench import gavel_catalogue, speed_run
 
+    _check_out(args.out, "file")
     cat, name = gavel_catalogue(args.throughputs, seed=args.seed)
     rows = []
     for load in _parse_list(args.loads, float, "--loads"):
@@ -624,6 +667,7 @@ def _plot(args: argparse.Namespace, out: TextIO) -> int:
 
     from .sim import SimulationResult, plots
 
+    _check_out(args.out, "file")
     src = Path(args.input)
     if src.is_dir():
         res = SimulationResult.from_dir(src)

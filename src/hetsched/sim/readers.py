@@ -15,7 +15,9 @@ Two kinds of source:
 Every reader validates its rows and names the offending one (``line N`` of a text file,
 header = line 1; ``entry N`` of a JSON list, from 0): missing or non-numeric fields, NaNs,
 non-positive steps, durations or GPU counts, negative or out-of-order arrivals, unknown job
-types, GPU counts larger than the cluster (when ``cluster`` is given). ``errors="skip"``
+types, GPU counts larger than the cluster (when ``cluster`` is given), bytes that are not
+UTF-8 (named by line and byte offset; a CSV header or a Philly file whose JSON structure
+they break cannot be skipped). ``errors="skip"``
 drops bad rows instead (each logged, counted in ``meta["skipped"]``). Nothing is ever
 downloaded.
 """
@@ -26,7 +28,8 @@ import csv
 import json
 import logging
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import closing
 from datetime import datetime
 from pathlib import Path
 from typing import Any
@@ -85,6 +88,37 @@ def _path(path: str | Path, name: str = "path") -> Path:
     if not p.is_file():
         raise ValidationError(f"`{name}` must be an existing local file; got {str(p)!r}, which does not exist or is not a file.")
     return p
+
+
+def _bad_utf8(exc: UnicodeDecodeError, offset: int) -> str:
+    """Message for a byte that is not UTF-8: the byte and its offset in the file (from 0)."""
+    byte = exc.object[exc.start:exc.start + 1]
+    return (f"is not valid UTF-8: byte 0x{byte.hex()} at byte offset {offset + exc.start} of the file "
+            f"({exc.reason}); trace files must be UTF-8 text")
+
+
+def _text_lines(p: Path, checker: _Rows, *, header: bool = False) -> Iterator[str]:
+    """The lines of ``p`` (line ends kept), decoded as UTF-8 one by one.
+
+    A line with a byte that is not UTF-8 is a bad row named by its line number and the
+    byte's offset in the file: with ``errors="raise"`` a :class:`ValidationError`; with
+    ``errors="skip"`` it is counted in ``meta["skipped"]`` and reads as an empty line (so
+    later line numbers stay right). ``header=True``: line 1 is a header and cannot be
+    skipped.
+    """
+    offset = 0
+    with p.open("rb") as f:
+        for ln, raw in enumerate(f, start=1):
+            try:
+                text = raw.decode("utf-8")
+            except UnicodeDecodeError as exc:
+                message = _bad_utf8(exc, offset)
+                if header and ln == 1:
+                    raise ValidationError(f"{checker.source}: line 1 (the header) {message}.") from None
+                checker.bad(f"line {ln}", message)
+                text = "\n"
+            offset += len(raw)
+            yield text
 
 
 def _number(text: Any, what: str, *, integer: bool = False) -> float:
@@ -235,8 +269,8 @@ def read_gavel_trace(
     ref = _reference_column(cat, reference_gpu_type)
     rows: list[tuple[int, str, int, int, float, float, float]] = []
     last = -math.inf
-    with p.open("r", encoding="utf-8") as f:
-        for ln, line in enumerate(f, start=1):
+    with closing(_text_lines(p, checker)) as lines:
+        for ln, line in enumerate(lines, start=1):
             line = line.rstrip("\n").rstrip("\r")
             if not line.strip():
                 continue
@@ -371,9 +405,22 @@ def read_philly_trace(
     """
     p = _path(path)
     checker = _Rows(str(p), errors)
+    data = p.read_bytes()
+    escaped = None
     try:
-        raw = json.loads(p.read_text(encoding="utf-8"))
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        ln = data.count(b"\n", 0, exc.start) + 1
+        escaped = f"{p}: line {ln}: {_bad_utf8(exc, 0)}"
+        if errors != "skip":
+            raise ValidationError(escaped) from None
+        # Undecodable bytes become lone surrogates; the entries that hold one are skipped below.
+        text = data.decode("utf-8", errors="surrogateescape")
+    try:
+        raw = json.loads(text)
     except json.JSONDecodeError as exc:
+        if escaped is not None:  # the bad byte broke the JSON itself: nothing to skip
+            raise ValidationError(escaped) from None
         raise ValidationError(f"{p}: must hold valid JSON (a list of jobs); {exc}.") from None
     if not isinstance(raw, list):
         raise ValidationError(f"{p}: must hold a JSON list of jobs; got {type(raw).__name__}.")
@@ -383,6 +430,10 @@ def read_philly_trace(
         where = f"entry {i}"
         if not isinstance(job, dict):
             checker.bad(where, f"each entry must be an object; got {type(job).__name__}")
+            continue
+        bad_byte = None if escaped is None else _undecoded(job)
+        if bad_byte is not None:
+            checker.bad(where, f"is not valid UTF-8: holds the byte 0x{bad_byte:02x}; trace files must be UTF-8 text")
             continue
         status = job.get("status")
         if statuses is not None and status not in statuses:
@@ -432,6 +483,26 @@ def read_philly_trace(
                          meta={"format": "philly", "path": str(p), "filtered_status": filtered})
 
 
+def _undecoded(value: Any) -> int | None:
+    """The first byte that was not UTF-8 (a surrogate escape) in a parsed JSON value, or None."""
+    if isinstance(value, str):
+        for ch in value:
+            if "\udc80" <= ch <= "\udcff":
+                return ord(ch) - 0xDC00
+        return None
+    if isinstance(value, dict):
+        items = [*value.keys(), *value.values()]
+    elif isinstance(value, list):
+        items = value
+    else:
+        return None
+    for v in items:
+        b = _undecoded(v)
+        if b is not None:
+            return b
+    return None
+
+
 # ------------------------------------------------------------------------------ Helios
 def read_helios_trace(
     path: str | Path,
@@ -468,7 +539,7 @@ def read_helios_trace(
     checker = _Rows(str(p), errors)
     rows: list[dict[str, Any]] = []
     cpu_jobs = filtered = 0
-    with p.open("r", encoding="utf-8", newline="") as f:
+    with closing(_text_lines(p, checker, header=True)) as f:
         reader = csv.DictReader(f)
         header = reader.fieldnames or []
         missing = [c for c in ("job_id", "gpu_num", "submit_time") if c not in header]
@@ -476,8 +547,8 @@ def read_helios_trace(
             missing.append("duration (or start_time and end_time)")
         if missing:
             raise ValidationError(f"{p}: line 1: the header must name {missing}; got {header}.")
-        for ln, rec in enumerate(reader, start=2):
-            where = f"line {ln}"
+        for rec in reader:
+            where = f"line {reader.line_num}"
             if None in rec:
                 checker.bad(where, f"has more cells than the header's {len(header)} columns")
                 continue
@@ -524,8 +595,10 @@ _PAI_TASK = ("job_name", "task_name", "inst_num", "status", "start_time", "end_t
 
 
 def _pai_rows(p: Path, columns: tuple[str, ...], checker: _Rows):
-    with p.open("r", encoding="utf-8", newline="") as f:
-        for ln, cells in enumerate(csv.reader(f), start=1):
+    with closing(_text_lines(p, checker)) as f:
+        reader = csv.reader(f)
+        for cells in reader:
+            ln = reader.line_num
             if not cells or all(not c.strip() for c in cells):
                 continue
             if ln == 1 and [c.strip() for c in cells[: len(columns)]] == list(columns):

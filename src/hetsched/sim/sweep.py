@@ -203,7 +203,10 @@ def sweep(
     DataFrame
         Columns: ``run``, the grid's axis labels (``policy``, ``cluster``, ``load``,
         ``seed``, ...), every summary metric of :func:`simulate`, ``error`` (empty when the
-        run succeeded) and ``run_wall_s``. Rows in grid order. Per-run time limits: put
+        run succeeded, else ``"ExceptionType: message"``) and ``run_wall_s``. A run that
+        raises (any exception, in this process or in a worker) or whose worker dies (a
+        ``BrokenProcessPool`` fails every run not yet finished) gets its error there; the
+        other runs are kept. Rows in grid order. Per-run time limits: put
         ``wall_time_limit`` (wall seconds) or ``max_time`` (simulated seconds) in the grid.
 
     Examples
@@ -238,13 +241,27 @@ def sweep(
     try:
         if executor is None:
             for i, r in enumerate(runs):
-                results[i] = run_one(r["params"])
+                try:
+                    results[i] = run_one(r["params"])
+                except Exception as exc:  # noqa: BLE001 - a bug inside the run: report it, keep the others
+                    results[i] = _failed(i, exc, "raised")
                 done += 1
                 _tick(bar, progress, done, n)
         else:
-            futures = {executor.submit(run_one, r["params"]): i for i, r in enumerate(runs)}
+            futures: dict[cf.Future, int] = {}
+            for i, r in enumerate(runs):
+                try:
+                    futures[executor.submit(run_one, r["params"])] = i
+                except Exception as exc:  # noqa: BLE001 - e.g. a broken or shut-down pool
+                    results[i] = _failed(i, exc, "could not be submitted to the executor")
+                    done += 1
+                    _tick(bar, progress, done, n)
             for fut in cf.as_completed(futures):
-                results[futures[fut]] = fut.result()
+                i = futures[fut]
+                try:
+                    results[i] = fut.result()
+                except Exception as exc:  # noqa: BLE001 - raised in the worker, its death (BrokenProcessPool)...
+                    results[i] = _failed(i, exc, "failed in the executor")
                 done += 1
                 _tick(bar, progress, done, n)
     finally:
@@ -262,6 +279,14 @@ def sweep(
     if "error" in df and (df["error"] != "").any():
         log.warning("sweep: %d of %d runs failed", int((df["error"] != "").sum()), n)
     return df
+
+
+def _failed(i: int, exc: BaseException, what: str) -> dict[str, Any]:
+    """The row of a run that did not return: its error (type and message) in ``error``."""
+    text = str(exc) or repr(exc)
+    log.warning("sweep: run %d %s: %s: %s", i, what, type(exc).__name__, text)
+    log.debug("sweep: run %d traceback", i, exc_info=exc)
+    return {"error": f"{type(exc).__name__}: {text}"}
 
 
 def _tick(bar, progress, done: int, n: int) -> None:
