@@ -107,6 +107,10 @@ def _add_sim_args(p: argparse.ArgumentParser) -> None:
     g.add_argument("--wall-time-limit", type=float, default=None, help="stop after this many wall seconds")
     g.add_argument("--solver", default="auto", help="solver backend (default auto)")
     g.add_argument("--rule", choices=("gavel", "deficit"), default="gavel", help="mechanism priority rule")
+    g.add_argument("--preset", choices=("gavel", "hetsched"), default=None,
+                   help="named settings; 'gavel': re-solve at most once per 1,920 s, arrivals wait for it")
+    g.add_argument("--restart-seconds", type=float, default=0.0,
+                   help="seconds without progress when a job starts on new GPUs (default 0)")
 
 
 def _build_parser() -> argparse.ArgumentParser:
@@ -408,6 +412,8 @@ def _sim_kwargs(args: argparse.Namespace) -> dict[str, Any]:
         "wall_time_limit": args.wall_time_limit,
         "solver": args.solver,
         "rule": args.rule,
+        "restart_seconds": args.restart_seconds,
+        **({} if getattr(args, "preset", None) is None else {"preset": args.preset}),
     }
 
 

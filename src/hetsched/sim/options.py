@@ -67,6 +67,11 @@ class SimOptions:
         Seconds without progress after a job starts on GPUs it did not hold the round
         before (first start, resume after preemption, migration, change of type or GPU
         count). 0 keeps Gavel's accounting.
+    min_solve_interval : float, default 0
+        With ``reallocate="on_change"``, a change re-solves only once this many seconds
+        have passed since the last solve (see :class:`~hetsched.sim.PolicyScheduler`).
+    arrivals : {"carve", "wait"}, default "carve"
+        Jobs arriving between two solves get a carved share, or wait for the next solve.
 
     Examples
     --------
@@ -95,6 +100,37 @@ class SimOptions:
     gpus_per_server: int = 8
     record_runs: bool = True
     restart_seconds: float = 0.0
+    min_solve_interval: float = 0.0
+    arrivals: str = "carve"
+
+    @classmethod
+    def preset(cls, name: str, **overrides: Any) -> SimOptions:
+        """Options of a named preset, with ``overrides`` applied on top.
+
+        ``"gavel"``: Gavel's simulator (``scheduler/scheduler.py``, ``Scheduler``): 360 s
+        rounds (``time_per_iteration``); the allocation is recomputed at a round boundary
+        when jobs arrived or finished, but at most once per 1,920 s
+        (``minimum_time_between_allocation_resets``, in ``_update_priorities``); a job that
+        arrives in between gets priority 0 and waits for that recompute, even with GPUs
+        idle (``_add_to_priorities``, ``_schedule_jobs_on_workers``); received time is reset
+        for every job at each recompute (``_reset_time_run_so_far``); Gavel's priority
+        rule, walked greedily with backfill (``_schedule_jobs_on_workers_helper``).
+        ``"hetsched"``: the defaults.
+
+        Examples
+        --------
+        >>> o = SimOptions.preset("gavel", round_seconds=120.0)
+        >>> o.min_solve_interval, o.arrivals, o.round_seconds
+        (1920.0, 'wait', 120.0)
+        """
+        presets: dict[str, dict[str, Any]] = {
+            "hetsched": {},
+            "gavel": {"round_seconds": 360.0, "reallocate": "on_change", "min_solve_interval": 1920.0,
+                      "arrivals": "wait", "reset_shares": True, "rule": "gavel", "work_conserving": True},
+        }
+        if not isinstance(name, str) or name not in presets:
+            raise ValidationError(f"`preset` must be one of {sorted(presets)}; got {name!r}.")
+        return cls().replace(**{**presets[name], **overrides})
 
     def __post_init__(self) -> None:
         set_ = object.__setattr__
@@ -129,6 +165,13 @@ class SimOptions:
         if self.restart_seconds > 0 and self.mechanism != "rounds":
             raise ValidationError("`restart_seconds` > 0 needs `mechanism='rounds'` (the ideal mechanism has no "
                                   "starts and stops to charge).")
+        m = self.min_solve_interval
+        if isinstance(m, bool) or not isinstance(m, (int, float, np.integer, np.floating)) \
+                or not math.isfinite(float(m)) or m < 0:
+            raise ValidationError(f"`min_solve_interval` must be a finite number of seconds >= 0; got {m!r}.")
+        set_(self, "min_solve_interval", float(m))
+        if self.arrivals not in ("carve", "wait"):
+            raise ValidationError(f"`arrivals` must be 'carve' or 'wait'; got {self.arrivals!r}.")
         if self.window_unit not in ("jobs", "seconds"):
             raise ValidationError(f"`window_unit` must be 'jobs' or 'seconds'; got {self.window_unit!r}.")
         if isinstance(self.seed, bool) or not isinstance(self.seed, (int, np.integer)) or self.seed < 0:

@@ -47,12 +47,14 @@ from ..mechanism import ShareHistory, carve_shares, plan_round_arrays
 from ..mechanism.plan import MODES, RULES
 from .rounds import RoundRows, RoundView
 
-__all__ = ["PolicyScheduler", "PolicyState", "WORKLOAD"]
+__all__ = ["PolicyScheduler", "PolicyState", "WORKLOAD", "ARRIVALS"]
 
 log = logging.getLogger(__name__)
 
 #: Value of ``packing`` / ``placement_sensitivity`` that the simulator binds from the workload.
 WORKLOAD = "workload"
+#: What jobs that arrive between two solves get: a share carved from the allocation, or nothing.
+ARRIVALS = ("carve", "wait")
 
 
 @dataclass
@@ -79,6 +81,9 @@ class PolicyState:
         Clock of the last solve.
     policy : Policy or None
         The policy with workload-bound parameters resolved (first round).
+    pending : bool
+        The active set changed since the last solve (a solve is due once
+        ``min_solve_interval`` has passed).
     """
 
     X: np.ndarray | None = None
@@ -89,6 +94,7 @@ class PolicyState:
     history: ShareHistory = field(default_factory=ShareHistory.empty)
     last_solve: float = -math.inf
     policy: Policy | None = None
+    pending: bool = False
 
 
 class PolicyScheduler:
@@ -108,6 +114,15 @@ class PolicyScheduler:
         Forget received shares whenever a new allocation is computed (Gavel).
     solver, solve_time_limit, solver_options
         Passed to :func:`hetsched.solve` as ``solver``, ``time_limit`` and ``options``.
+    min_solve_interval : float, default 0
+        With ``reallocate="on_change"``: a change of the active set triggers a solve only once
+        this many seconds have passed since the last one (Gavel's
+        ``minimum_time_between_allocation_resets``, 1,920 s); until then the change waits.
+        The first solve, and a solve when no active job has a row (the cluster drained),
+        happen at once.
+    arrivals : {"carve", "wait"}, default "carve"
+        Jobs that arrive between two solves: a share carved from the current allocation
+        (:func:`~hetsched.mechanism.carve_shares`), or nothing until the next solve (Gavel).
 
     Examples
     --------
@@ -121,7 +136,8 @@ class PolicyScheduler:
     def __init__(self, policy: str | Policy, *, reallocate: str | float = "on_change", mode: str = "rounds",
                  rule: str = "gavel", stickiness: float = 0.0, work_conserving: bool = True,
                  reset_shares: bool = True, solver: str = "auto", solve_time_limit: float | None = None,
-                 solver_options: Mapping[str, Any] | None = None) -> None:
+                 solver_options: Mapping[str, Any] | None = None, min_solve_interval: float = 0.0,
+                 arrivals: str = "carve") -> None:
         self.policy = make_policy(policy)
         if isinstance(reallocate, str):
             if reallocate != "on_change":
@@ -141,6 +157,13 @@ class PolicyScheduler:
         for name, val in (("work_conserving", work_conserving), ("reset_shares", reset_shares)):
             if not isinstance(val, (bool, np.bool_)):
                 raise ValidationError(f"`{name}` must be True or False; got {val!r}.")
+        if isinstance(min_solve_interval, bool) or not isinstance(min_solve_interval, (int, float, np.integer, np.floating)) \
+                or not (math.isfinite(float(min_solve_interval)) and min_solve_interval >= 0):
+            raise ValidationError(f"`min_solve_interval` must be a finite number of seconds >= 0; got {min_solve_interval!r}.")
+        if arrivals not in ARRIVALS:
+            raise ValidationError(f"`arrivals` must be one of {list(ARRIVALS)}; got {arrivals!r}.")
+        self.min_solve_interval = float(min_solve_interval)
+        self.arrivals = arrivals
         self.reallocate = reallocate
         self.mode = mode
         self.rule = rule
@@ -175,8 +198,13 @@ class PolicyScheduler:
             state.policy = bind_workload(self.policy, view.context)
         info: dict[str, Any] = {"solved": False, "solve_ok": True, "solve_status": "", "solve_s": math.nan,
                                 "solve_jobs": 0, "solve_classes": 0}
-        need = state.X is None and state.configs is None
-        need = need or (view.changed if self.period is None else view.now - state.last_solve >= self.period - 1e-9)
+        state.pending = state.pending or view.changed
+        since = view.now - state.last_solve
+        if self.period is None:
+            due = state.pending and since >= self.min_solve_interval - 1e-9
+        else:
+            due = since >= self.period - 1e-9
+        need = due or (state.X is None and state.configs is None) or not _covers_any(state, view.jobs)
         if need:
             self._solve(view, state, info)
         if state.configs is not None:
@@ -209,6 +237,7 @@ class PolicyScheduler:
                     solve_jobs=int(alloc.sizes.get("n_jobs", view.n_jobs)),
                     solve_classes=int(alloc.sizes.get("n_classes", view.n_jobs)))
         state.last_solve = view.now
+        state.pending = False
         if not alloc.has_solution:
             info["solve_ok"] = False
             log.warning("t=%.0f s: %s returned %r (%s); keeping the previous allocation", view.now, pol.name,
@@ -245,7 +274,7 @@ class PolicyScheduler:
         return RoundRows(job, k, gpus, rate, consolidated=(nodes == 1) & (gpus > 1), info=info)
 
     def _mechanism_rows(self, view: RoundView, state: PolicyState, info: dict[str, Any]) -> RoundRows:
-        _follow(state, view)
+        _follow(state, view, self.arrivals)
         cap = view.capacities.astype(np.int64)
         u = state.units
         if u is None:
@@ -412,8 +441,19 @@ def _units_from_rows(rows: pd.DataFrame | None, view: RoundView, sensitive: bool
     return np.clip(Xu, 0.0, None), keys, units
 
 
-def _follow(state: PolicyState, view: RoundView) -> None:
-    """Rows of the allocation for the active jobs: drop finished jobs, carve shares for new ones."""
+def _covers_any(state: PolicyState, jobs: np.ndarray) -> bool:
+    """Whether the current allocation has a row for at least one of ``jobs``."""
+    if state.configs is not None:
+        return bool(state.configs.index.isin(jobs).any())
+    if state.X is None:
+        return False
+    keys = state.keys if state.units is None else state.units["members"][:, 0]
+    return bool(np.isin(keys, jobs).any())
+
+
+def _follow(state: PolicyState, view: RoundView, arrivals: str = "carve") -> None:
+    """Rows of the allocation for the active jobs: drop finished jobs; jobs new to it get a
+    carved share (``arrivals="carve"``) or nothing until the next solve (``"wait"``)."""
     if state.X is None:
         return
     active = view.jobs
@@ -426,6 +466,8 @@ def _follow(state: PolicyState, view: RoundView) -> None:
         keep = np.isin(mem[:, 0], active) & ((mem[:, 1] < 0) | np.isin(mem[:, 1], active))
         known = np.unique(mem[keep].ravel())
     new = active[~np.isin(active, known)]
+    if arrivals == "wait":
+        new = new[:0]
     if keep.all() and new.size == 0:
         return
     Xk = state.X[keep]

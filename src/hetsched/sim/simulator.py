@@ -121,6 +121,14 @@ def simulate(scheduler: Any, workload: Any, cluster: Cluster, *, options: SimOpt
         Seconds without progress after a job starts on GPUs it did not hold the round
         before: first start, resume after preemption, migration, change of type or GPU
         count (Sia). 0 keeps Gavel's accounting (see ``docs/simulator.md``).
+    min_solve_interval, arrivals
+        Re-solve timing and what arrivals between solves get (see
+        :class:`~hetsched.sim.PolicyScheduler`); defaults 0 and "carve".
+    preset : {"gavel", "hetsched"}, optional
+        Named settings (:meth:`SimOptions.preset`); ``preset="gavel"`` is Gavel's simulator:
+        360 s rounds, re-solve on change at most once per 1,920 s, arrivals wait for the next
+        re-solve, shares reset at each re-solve, Gavel's rule. Keywords given beside it
+        override it.
     options : SimOptions, optional
         All of the above as one record; keywords given beside it override its fields.
 
@@ -236,6 +244,12 @@ def simulate(scheduler: Any, workload: Any, cluster: Cluster, *, options: SimOpt
 
 # --------------------------------------------------------------------------- pieces
 def _options(options: SimOptions | None, kwargs: Mapping[str, Any]) -> SimOptions:
+    kwargs = dict(kwargs)
+    preset = kwargs.pop("preset", None)
+    if preset is not None and options is not None:
+        raise ValidationError("give `preset` or `options`, not both (use SimOptions.preset(name, ...) for both).")
+    if preset is not None:
+        return SimOptions.preset(preset, **kwargs)
     if options is None:
         options = SimOptions()
     elif not isinstance(options, SimOptions):
@@ -259,7 +273,8 @@ def as_scheduler(scheduler: Any, options: SimOptions | None = None) -> RoundSche
         return PolicyScheduler(scheduler, reallocate=opts.reallocate, mode=opts.mechanism, rule=opts.rule,
                                stickiness=opts.stickiness, work_conserving=opts.work_conserving,
                                reset_shares=opts.reset_shares, solver=opts.solver,
-                               solve_time_limit=opts.solve_time_limit, solver_options=opts.solver_options)
+                               solve_time_limit=opts.solve_time_limit, solver_options=opts.solver_options,
+                               min_solve_interval=opts.min_solve_interval, arrivals=opts.arrivals)
     if isinstance(scheduler, PolicyScheduler) and scheduler.mode != opts.mechanism:
         raise ValidationError(f"the PolicyScheduler's mode {scheduler.mode!r} differs from `mechanism` "
                               f"{opts.mechanism!r}; pass the same to both.")
@@ -281,7 +296,7 @@ def as_scheduler(scheduler: Any, options: SimOptions | None = None) -> RoundSche
 
 #: Options that configure a PolicyScheduler (rejected beside any other round scheduler).
 _POLICY_OPTIONS = ("reallocate", "rule", "stickiness", "work_conserving", "reset_shares", "solver", "solve_time_limit",
-                   "solver_options")
+                   "solver_options", "min_solve_interval", "arrivals")
 
 
 def _policy_of(sched: Any) -> Policy | None:
@@ -421,7 +436,8 @@ class _Workload:
             "max_time": opts.max_time, "wall_time_limit": opts.wall_time_limit, "solver": opts.solver,
             "solve_time_limit": opts.solve_time_limit, "rule": opts.rule, "work_conserving": opts.work_conserving,
             "stickiness": float(opts.stickiness), "reset_shares": opts.reset_shares,
-            "restart_seconds": opts.restart_seconds,
+            "restart_seconds": opts.restart_seconds, "min_solve_interval": opts.min_solve_interval,
+            "arrivals": opts.arrivals,
         })
         return w
 

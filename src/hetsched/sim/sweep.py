@@ -9,6 +9,7 @@ columns (:data:`TIMING_COLUMNS`) differ between executors.
 from __future__ import annotations
 
 import concurrent.futures as cf
+import dataclasses
 import itertools
 import logging
 import os
@@ -22,6 +23,7 @@ import pandas as pd
 from ..cluster import Cluster
 from ..errors import HetschedError, ValidationError
 from ..formulations.base import make_policy
+from .options import SimOptions
 from .simulator import scheduler_label, simulate
 from .trace import Trace, generate_workload
 
@@ -37,9 +39,9 @@ TIMING_COLUMNS = ("wall_s", "policy_s", "mechanism_s", "placement_s", "other_s",
 WORKLOAD_KEYS = ("n_jobs", "load", "scale_factor_probs", "long_job_prob", "catalogue", "gpu_types",
                  "slo_factors", "reference_gpu_type", "workload")
 
-_SIM_KEYS = ("round_seconds", "mechanism", "placement", "reallocate", "window", "window_unit",
-             "stop_after_window", "max_time", "wall_time_limit", "solver", "solve_time_limit", "solver_options",
-             "rule", "work_conserving", "stickiness", "reset_shares", "gpus_per_server")
+#: Grid keys passed to simulate(): every SimOptions field the sweep does not set itself, and a preset.
+_SIM_KEYS = tuple(f.name for f in dataclasses.fields(SimOptions) if f.name not in ("seed", "progress", "record_runs")) \
+    + ("preset",)
 
 
 def _cluster_label(c: Cluster) -> str:
