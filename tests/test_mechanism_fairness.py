@@ -18,6 +18,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import hetsched as hs
+from hetsched.errors import ValidationError
+from sim_checker import check_simulation
 from hetsched.mechanism import ShareHistory, plan_round_arrays
 
 DATA = Path(__file__).resolve().parents[2] / "shared" / "data" / "gavel"
@@ -70,3 +72,70 @@ def test_interior_solution_does_not_starve_on_gavels_trace() -> None:
            for s in ("highs", "clarabel")}
     # before the waiting tie-break: 43.8 h (clarabel) against 29.2 h (highs)
     assert p99["clarabel"] <= 1.15 * p99["highs"]
+
+
+# ----------------------------------------------------------------------------- backfill or not
+def _blocking_reference(entry_job, entry_type, s, cap, n):
+    """Jobs in order of first appearance; each tries its entries in order; stop at the first misfit."""
+    free = list(cap)
+    out = [-1] * n
+    seen = []
+    for j in entry_job:
+        if j not in seen:
+            seen.append(j)
+    for j in seen:
+        types = [k for jj, k in zip(entry_job, entry_type) if jj == j]
+        fit = [k for k in types if s[j] <= free[k]]
+        if not fit:
+            break
+        out[j] = fit[0]
+        free[fit[0]] -= s[j]
+    return out
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.data())
+def test_blocking_walk_matches_reference(data) -> None:
+    from hetsched.mechanism.packing import greedy_pack_blocking
+
+    n = data.draw(st.integers(1, 8))
+    m = data.draw(st.integers(1, 3))
+    s = data.draw(st.lists(st.integers(1, 4), min_size=n, max_size=n))
+    cap = data.draw(st.lists(st.integers(0, 6), min_size=m, max_size=m))
+    entries = data.draw(st.lists(st.tuples(st.integers(0, n - 1), st.integers(0, m - 1)), max_size=3 * n, unique=True))
+    ej = np.array([e[0] for e in entries], dtype=np.int64)
+    ek = np.array([e[1] for e in entries], dtype=np.int64)
+    got = greedy_pack_blocking(ej, ek, np.array(s), np.array(cap), n).tolist()
+    assert got == _blocking_reference(ej.tolist(), ek.tolist(), s, cap, n)
+
+
+def test_backfill_choice_by_hand() -> None:
+    # 6 GPUs; A (4 GPUs, 3,600 s), B (4 GPUs, 3,600 s), C (2 GPUs, 360 s), all at t=0, FIFO order.
+    # Backfill: A and C start at 0 (B does not fit), C ends at 360; B starts when A ends (3,600).
+    # No backfill: the walk stops at B, C waits behind it and both start at 3,600 (C ends 3,960).
+    jobs = hs.JobSet([[1.0]] * 3, gpu_types=["v100"], ids=["A", "B", "C"], scale_factors=[4, 4, 2],
+                     arrival_times=[0.0, 0.0, 0.0], steps_remaining=[3600.0, 3600.0, 360.0])
+    cl = hs.Cluster({"v100": 6})
+    finish = {}
+    for backfill in (True, False):
+        res = hs.simulate(hs.Tiresias(thresholds=(1e9,), backfill=backfill), jobs, cl)
+        finish[backfill] = res.jobs.set_index("job_id")["finish"].to_dict()
+    assert finish[True] == {"A": 3600.0, "B": 7200.0, "C": 360.0}
+    assert finish[False] == {"A": 3600.0, "B": 7200.0, "C": 3960.0}
+
+
+def test_backfill_option_reaches_the_mechanism() -> None:
+    # same jobs under max-min fairness with X from the LP: C (2 GPUs) only fits beside one 4-GPU gang
+    jobs = hs.JobSet([[1.0]] * 3, gpu_types=["v100"], ids=["A", "B", "C"], scale_factors=[4, 4, 2],
+                     steps_remaining=[3600.0, 3600.0, 360.0])
+    cl = hs.Cluster({"v100": 6})
+    a = hs.simulate("max_min_fairness", jobs, cl, backfill=True)
+    b = hs.simulate("max_min_fairness", jobs, cl, backfill=False)
+    assert a.config["backfill"] is True and b.config["backfill"] is False
+    assert check_simulation(a) == [] and check_simulation(b) == []
+    from hetsched.sim import SimOptions, as_scheduler
+
+    assert as_scheduler("max_min_fairness", SimOptions(backfill=False)).backfill is False
+    assert as_scheduler("max_min_fairness", SimOptions.preset("gavel")).backfill is True  # Gavel's helper skips
+    with pytest.raises(ValidationError, match="`backfill` must be True or False"):
+        hs.simulate("max_min_fairness", jobs, cl, backfill="no")

@@ -22,7 +22,7 @@ from __future__ import annotations
 
 from .arrivals import carve_shares
 from .history import ShareHistory
-from .packing import greedy_pack
+from .packing import greedy_pack, greedy_pack_blocking
 from .plan import MODES, RULES, RoundPlan
 from .planner import DEFAULT_ROUND_SECONDS, plan_round, plan_round_arrays
 
@@ -34,6 +34,7 @@ __all__ = [
     "ShareHistory",
     "carve_shares",
     "greedy_pack",
+    "greedy_pack_blocking",
     "plan_round",
     "plan_round_arrays",
 ]

@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import numpy as np
 
-__all__ = ["greedy_pack", "greedy_pack_members", "greedy_pack_sequential"]
+__all__ = ["greedy_pack", "greedy_pack_blocking", "greedy_pack_members", "greedy_pack_sequential"]
 
 
 def greedy_pack(
@@ -202,3 +202,52 @@ def greedy_pack_members(
         if b >= 0:
             busy.add(b)
     return np.asarray(assignment, dtype=np.int64)
+
+
+def greedy_pack_blocking(
+    entry_job: np.ndarray,
+    entry_type: np.ndarray,
+    scale_factors: np.ndarray,
+    capacities: np.ndarray,
+    n_jobs: int,
+) -> np.ndarray:
+    """The walk *without backfill*: jobs in the order of their best entry; each job tries its
+    entries in order; the walk stops at the first job that fits none of them.
+
+    A later, smaller job never runs past an earlier one that is waiting for room (head-of-line
+    blocking, as in Blox's FIFO and Gavel's FIFO admission, ``policies/fifo.py``). With
+    :func:`greedy_pack` (backfill) it would.
+
+    Examples
+    --------
+    Gangs of 4, 4 and 2 on one type with 6 GPUs: the second gang does not fit, so the walk
+    stops and the gang of 2 behind it waits (``greedy_pack`` would run it):
+
+    >>> greedy_pack_blocking(np.array([0, 1, 2]), np.array([0, 0, 0]),
+    ...                      np.array([4, 4, 2]), np.array([6]), 3).tolist()
+    [0, -1, -1]
+    """
+    assignment = np.full(n_jobs, -1, dtype=np.int64)
+    rem = [int(c) for c in capacities]
+    s = np.asarray(scale_factors, dtype=np.int64)
+    ej = np.asarray(entry_job, dtype=np.int64)
+    ek = np.asarray(entry_type, dtype=np.int64)
+    if ej.size == 0:
+        return assignment
+    order = np.argsort(ej, kind="stable")
+    first = np.full(n_jobs, ej.size, dtype=np.int64)
+    np.minimum.at(first, ej, np.arange(ej.size))
+    jobs_in_order = np.unique(ej)[np.argsort(first[np.unique(ej)], kind="stable")]
+    starts = np.searchsorted(ej[order], jobs_in_order)
+    ends = np.searchsorted(ej[order], jobs_in_order, side="right")
+    for j, a, b in zip(jobs_in_order.tolist(), starts.tolist(), ends.tolist()):
+        placed = False
+        for k in ek[order[a:b]].tolist():
+            if s[j] <= rem[k]:
+                assignment[j] = k
+                rem[k] -= int(s[j])
+                placed = True
+                break
+        if not placed:
+            break
+    return assignment

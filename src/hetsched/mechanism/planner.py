@@ -14,7 +14,7 @@ from ..errors import ValidationError
 from ..jobs import JobSet
 from ..result import Allocation
 from .history import ShareHistory, check_round_seconds
-from .packing import greedy_pack, greedy_pack_members
+from .packing import greedy_pack, greedy_pack_blocking, greedy_pack_members
 from .plan import MODES, RULES, RoundPlan
 from .priority import priority_order
 from .validation import as_id_array, check_allocation_arrays, check_nonneg_float, check_option
@@ -43,6 +43,7 @@ def plan_round_arrays(
     tolerance: float = 1e-6,
     zero_tol: float = 1e-9,
     members: Any = None,
+    backfill: bool = True,
 ) -> RoundPlan:
     """Plan one round from plain arrays (the core; :func:`plan_round` adapts an Allocation).
 
@@ -90,6 +91,11 @@ def plan_round_arrays(
         "no second member"): rows sharing a member never run in the same round
         (:func:`~hetsched.mechanism.packing.greedy_pack_members`). ``scale_factors`` are
         then the rows' GPU counts.
+    backfill : bool, default True
+        True (Gavel's ``_schedule_jobs_on_workers_helper``): a job whose gang does not fit
+        is skipped and later, smaller jobs may run. False: the walk stops at the first job
+        that fits none of its types (head-of-line blocking;
+        :func:`~hetsched.mechanism.packing.greedy_pack_blocking`). Not with ``members``.
 
     Returns
     -------
@@ -139,7 +145,13 @@ def plan_round_arrays(
             X, base.received, base.elapsed, prev, L, rule=rule, stickiness=stickiness, zero_tol=zero_tol,
             work_conserving=work_conserving, waiting=base.rounds_waiting,
         )
-        if members is None:
+        if not isinstance(backfill, (bool, np.bool_)):
+            raise ValidationError(f"`backfill` must be True or False; got {backfill!r}.")
+        if not backfill and members is not None:
+            raise ValidationError("`backfill=False` is not supported with `members` (space-sharing rows).")
+        if not backfill:
+            assignment, passes = greedy_pack_blocking(ej, ek, s, cap, n), 1
+        elif members is None:
             assignment, passes = greedy_pack(ej, ek, s, cap, n)
         else:
             mem = np.asarray(members, dtype=np.int64)

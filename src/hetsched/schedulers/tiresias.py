@@ -73,7 +73,7 @@ import pandas as pd
 from ..cluster import Cluster
 from ..errors import ValidationError
 from ..jobs import JobSet
-from ..mechanism.packing import greedy_pack
+from ..mechanism.packing import greedy_pack, greedy_pack_blocking
 from ..mechanism.plan import RoundPlan
 from .gittins import ServiceDistribution, gittins_index
 
@@ -259,6 +259,10 @@ class Tiresias:
     running_first : bool, default True
         After each round, jobs that ran move ahead of the jobs that waited in their queue
         (Tiresias' simulator); False keeps pure entry order.
+    backfill : bool, default True
+        A job that does not fit is skipped and later, smaller jobs may run (Tiresias'
+        simulator skips); False stops the walk at the first job that fits no type
+        (:func:`hetsched.mechanism.packing.greedy_pack_blocking`).
 
     Raises
     ------
@@ -275,6 +279,7 @@ class Tiresias:
     service: str = "gpu_time"
     sticky: bool = False
     running_first: bool = True
+    backfill: bool = True
 
     name = "tiresias"
 
@@ -304,7 +309,7 @@ class Tiresias:
             if isinstance(q, bool) or not isinstance(q, (int, float, np.integer, np.floating)) or not (
                     math.isfinite(q) and q > 0):
                 raise ValidationError(f"`gittins_quantum` must be a positive number or None; got {q!r}.")
-        for flag in ("sticky", "running_first"):
+        for flag in ("sticky", "running_first", "backfill"):
             if not isinstance(getattr(self, flag), (bool, np.bool_)):
                 raise ValidationError(f"`{flag}` must be True or False; got {getattr(self, flag)!r}.")
 
@@ -408,7 +413,10 @@ class Tiresias:
         cand_j = np.repeat(order, m)
         cand_k = type_rank[order].ravel()
         ok = usable[cand_j, cand_k]
-        assignment, _ = greedy_pack(cand_j[ok], cand_k[ok], s, cap, n)
+        if self.backfill:
+            assignment, _ = greedy_pack(cand_j[ok], cand_k[ok], s, cap, n)
+        else:
+            assignment = greedy_pack_blocking(cand_j[ok], cand_k[ok], s, cap, n)
         share = np.zeros((n, m))
         run = assignment >= 0
         share[np.flatnonzero(run), assignment[run]] = 1.0

@@ -72,6 +72,9 @@ class SimOptions:
         have passed since the last solve (see :class:`~hetsched.sim.PolicyScheduler`).
     arrivals : {"carve", "wait"}, default "carve"
         Jobs arriving between two solves get a carved share, or wait for the next solve.
+    backfill : bool, default True
+        Later, smaller jobs may run past one whose gang does not fit (False: the mechanism's
+        walk stops there).
 
     Examples
     --------
@@ -102,6 +105,7 @@ class SimOptions:
     restart_seconds: float = 0.0
     min_solve_interval: float = 0.0
     arrivals: str = "carve"
+    backfill: bool = True
 
     @classmethod
     def preset(cls, name: str, **overrides: Any) -> SimOptions:
@@ -126,7 +130,8 @@ class SimOptions:
         presets: dict[str, dict[str, Any]] = {
             "hetsched": {},
             "gavel": {"round_seconds": 360.0, "reallocate": "on_change", "min_solve_interval": 1920.0,
-                      "arrivals": "wait", "reset_shares": True, "rule": "gavel", "work_conserving": True},
+                      "arrivals": "wait", "reset_shares": True, "rule": "gavel", "work_conserving": True,
+                      "backfill": True},
         }
         if not isinstance(name, str) or name not in presets:
             raise ValidationError(f"`preset` must be one of {sorted(presets)}; got {name!r}.")
@@ -147,7 +152,7 @@ class SimOptions:
             _positive(self.reallocate, "reallocate")
         set_(self, "max_time", _positive(self.max_time, "max_time", allow_none=True))
         set_(self, "wall_time_limit", _positive(self.wall_time_limit, "wall_time_limit", allow_none=True))
-        for name in ("stop_after_window", "reset_shares", "record_runs", "work_conserving"):
+        for name in ("stop_after_window", "reset_shares", "record_runs", "work_conserving", "backfill"):
             set_(self, name, _bool(getattr(self, name), name))
         if self.placement is not None:
             set_(self, "placement", _bool(self.placement, "placement"))

@@ -123,6 +123,9 @@ class PolicyScheduler:
     arrivals : {"carve", "wait"}, default "carve"
         Jobs that arrive between two solves: a share carved from the current allocation
         (:func:`~hetsched.mechanism.carve_shares`), or nothing until the next solve (Gavel).
+    backfill : bool, default True
+        Whether later, smaller jobs may run past one whose gang does not fit
+        (:func:`~hetsched.mechanism.plan_round_arrays`). Space-sharing rows always backfill.
 
     Examples
     --------
@@ -137,7 +140,7 @@ class PolicyScheduler:
                  rule: str = "gavel", stickiness: float = 0.0, work_conserving: bool = True,
                  reset_shares: bool = True, solver: str = "auto", solve_time_limit: float | None = None,
                  solver_options: Mapping[str, Any] | None = None, min_solve_interval: float = 0.0,
-                 arrivals: str = "carve") -> None:
+                 arrivals: str = "carve", backfill: bool = True) -> None:
         self.policy = make_policy(policy)
         if isinstance(reallocate, str):
             if reallocate != "on_change":
@@ -154,7 +157,8 @@ class PolicyScheduler:
             raise ValidationError(f"`mode` must be one of {list(MODES)}; got {mode!r}.")
         if rule not in RULES:
             raise ValidationError(f"`rule` must be one of {list(RULES)}; got {rule!r}.")
-        for name, val in (("work_conserving", work_conserving), ("reset_shares", reset_shares)):
+        for name, val in (("work_conserving", work_conserving), ("reset_shares", reset_shares),
+                          ("backfill", backfill)):
             if not isinstance(val, (bool, np.bool_)):
                 raise ValidationError(f"`{name}` must be True or False; got {val!r}.")
         if isinstance(min_solve_interval, bool) or not isinstance(min_solve_interval, (int, float, np.integer, np.floating)) \
@@ -162,6 +166,7 @@ class PolicyScheduler:
             raise ValidationError(f"`min_solve_interval` must be a finite number of seconds >= 0; got {min_solve_interval!r}.")
         if arrivals not in ARRIVALS:
             raise ValidationError(f"`arrivals` must be one of {list(ARRIVALS)}; got {arrivals!r}.")
+        self.backfill = bool(backfill)
         self.min_solve_interval = float(min_solve_interval)
         self.arrivals = arrivals
         self.reallocate = reallocate
@@ -287,7 +292,7 @@ class PolicyScheduler:
         plan = plan_round_arrays(
             state.X, gang, cap, state.history, job_ids=state.keys, gpu_types=view.gpu_types,
             round_seconds=view.round_seconds, mode=self.mode, rule=self.rule, stickiness=self.stickiness,
-            work_conserving=self.work_conserving, members=members,
+            work_conserving=self.work_conserving, members=members, backfill=self.backfill or members is not None,
         )
         info["plan_s"] = plan.timings.get("plan_s", math.nan)
         if self.mode == "ideal":

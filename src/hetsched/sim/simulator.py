@@ -121,9 +121,10 @@ def simulate(scheduler: Any, workload: Any, cluster: Cluster, *, options: SimOpt
         Seconds without progress after a job starts on GPUs it did not hold the round
         before: first start, resume after preemption, migration, change of type or GPU
         count (Sia). 0 keeps Gavel's accounting (see ``docs/simulator.md``).
-    min_solve_interval, arrivals
-        Re-solve timing and what arrivals between solves get (see
-        :class:`~hetsched.sim.PolicyScheduler`); defaults 0 and "carve".
+    min_solve_interval, arrivals, backfill
+        Re-solve timing, what arrivals between solves get, and whether smaller jobs may run
+        past one that does not fit (see :class:`~hetsched.sim.PolicyScheduler`); defaults
+        0, "carve" and True.
     preset : {"gavel", "hetsched"}, optional
         Named settings (:meth:`SimOptions.preset`); ``preset="gavel"`` is Gavel's simulator:
         360 s rounds, re-solve on change at most once per 1,920 s, arrivals wait for the next
@@ -274,7 +275,8 @@ def as_scheduler(scheduler: Any, options: SimOptions | None = None) -> RoundSche
                                stickiness=opts.stickiness, work_conserving=opts.work_conserving,
                                reset_shares=opts.reset_shares, solver=opts.solver,
                                solve_time_limit=opts.solve_time_limit, solver_options=opts.solver_options,
-                               min_solve_interval=opts.min_solve_interval, arrivals=opts.arrivals)
+                               min_solve_interval=opts.min_solve_interval, arrivals=opts.arrivals,
+                               backfill=opts.backfill)
     if isinstance(scheduler, PolicyScheduler) and scheduler.mode != opts.mechanism:
         raise ValidationError(f"the PolicyScheduler's mode {scheduler.mode!r} differs from `mechanism` "
                               f"{opts.mechanism!r}; pass the same to both.")
@@ -296,7 +298,7 @@ def as_scheduler(scheduler: Any, options: SimOptions | None = None) -> RoundSche
 
 #: Options that configure a PolicyScheduler (rejected beside any other round scheduler).
 _POLICY_OPTIONS = ("reallocate", "rule", "stickiness", "work_conserving", "reset_shares", "solver", "solve_time_limit",
-                   "solver_options", "min_solve_interval", "arrivals")
+                   "solver_options", "min_solve_interval", "arrivals", "backfill")
 
 
 def _policy_of(sched: Any) -> Policy | None:
@@ -437,7 +439,7 @@ class _Workload:
             "solve_time_limit": opts.solve_time_limit, "rule": opts.rule, "work_conserving": opts.work_conserving,
             "stickiness": float(opts.stickiness), "reset_shares": opts.reset_shares,
             "restart_seconds": opts.restart_seconds, "min_solve_interval": opts.min_solve_interval,
-            "arrivals": opts.arrivals,
+            "arrivals": opts.arrivals, "backfill": opts.backfill,
         })
         return w
 
