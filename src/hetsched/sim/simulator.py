@@ -84,8 +84,9 @@ def simulate(scheduler: Any, workload: Any, cluster: Cluster, *, options: SimOpt
         at their unconsolidated throughput. Default: on when the cluster has a topology.
         True for a cluster without one cuts it into servers of ``gpus_per_server``.
     reallocate : "on_change" or float, default "on_change"
-        Re-solve when the set of active jobs changed (arrival or completion, Gavel's
-        behaviour), or every that many seconds (jobs arriving in between get a share carved
+        Re-solve when the set of active jobs changed (arrival or completion; Gavel also
+        waits at least 1,920 s between re-solves, see ``preset="gavel"``), or every that many
+        seconds (jobs arriving in between get a share carved
         from the current X, :func:`hetsched.mechanism.carve_shares`).
     window : (start, end), optional
         Measured jobs (Gavel's ``-s/-e``): positions in arrival order (``window_unit="jobs"``)
