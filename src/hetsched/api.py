@@ -30,8 +30,9 @@ def validate_problem(policy: Policy, jobs: JobSet, cluster: Cluster) -> np.ndarr
     ------
     ValidationError
         Wrong argument types; a cluster with no GPU of any type the jobs name; a job that
-        cannot run on any type the cluster has (zero throughput everywhere, or a gang
-        larger than every usable type's count).
+        cannot run on any type the cluster has (zero throughput everywhere, a gang
+        larger than every usable type's count, or a gang needing more host CPUs / memory
+        than every usable type's servers have, where the cluster states them).
     MissingFieldError
         A field the policy requires is missing from ``jobs``.
     """
@@ -71,7 +72,36 @@ def validate_problem(policy: Policy, jobs: JobSet, cluster: Cluster) -> np.ndarr
             f"job {show(jobs.ids[j])} asks for {int(jobs.scale_factors[j])} GPUs but the largest GPU type "
             f"it can run on ({show(largest[0])}) has {largest[1]} ({int((~fits).sum())} such job(s))."
         )
+    _check_host_fit(jobs, cluster, cap)
     return cap
+
+
+def _check_host_fit(jobs: JobSet, cluster: Cluster, cap: np.ndarray) -> None:
+    """Refuse a job whose gang needs more host CPUs / memory than every GPU type it could run on has.
+
+    Only resources the cluster states are checked (a policy that needs a missing capacity says
+    so itself); the tolerance is that of the capacity rows (:mod:`hetsched.formulations.resources`).
+    """
+    from .jobs import RESOURCE_FIELDS
+
+    usable = (jobs.throughputs > 0) & (cap[None, :] >= jobs.scale_factors[:, None])
+    for field, capacity in RESOURCE_FIELDS.items():
+        if not jobs.has(field):
+            continue
+        host = cluster.resource_vector(capacity, jobs.gpu_types)
+        if host is None:
+            continue
+        need = jobs.scale_factors * jobs.field(field)
+        fits = (usable & (need[:, None] <= host[None, :] * (1 + 1e-12))).any(axis=1)
+        if not fits.all():
+            bad = np.flatnonzero(~fits)
+            j = int(bad[0])
+            offer = {t: float(h) for t, h, ok in zip(jobs.gpu_types, host, usable[j]) if ok}
+            raise ValidationError(
+                f"job {show(jobs.ids[j])} needs `{field}` = {show(jobs.field(field)[j])} x {int(jobs.scale_factors[j])} "
+                f"GPU(s) = {need[j]:g} host `{capacity}`, more than any GPU type it can run on has "
+                f"(cluster `{capacity}`: {offer}); it can never run ({bad.size} such job(s))."
+            )
 
 
 def solve(

@@ -10,7 +10,7 @@ import pandas as pd
 
 from .errors import ValidationError, show
 
-__all__ = ["JobSet", "OPTIONAL_FIELDS", "RESOURCE_FIELDS"]
+__all__ = ["OPTIONAL_FIELDS", "RESOURCE_FIELDS", "STEPS_MAX", "THROUGHPUT_RANGE", "TIME_MAX", "WEIGHT_RANGE", "JobSet"]
 
 #: Optional per-job numeric fields, with the rule each must satisfy.
 OPTIONAL_FIELDS: dict[str, str] = {
@@ -25,6 +25,29 @@ OPTIONAL_FIELDS: dict[str, str] = {
 
 #: Per-GPU host-resource demands (job field) and the Cluster capacity each is checked against.
 RESOURCE_FIELDS: dict[str, str] = {"cpus_per_gpu": "cpus", "mem_per_gpu": "memory"}
+
+# Magnitudes the policies solve reliably. Measured with the default solver (HiGHS, solver="auto")
+# on 3-job x 2-type instances, every registered policy, values 10**e (e = -16 .. 30): all
+# throughputs scaled, one entry or one job's row set, one job's or every job's field set.
+# Outside these ranges HiGHS returned model status 'Unknown' (SolverError) or, worse,
+# 'optimal' with a wrong X; inside them (with the margin noted) every case solved.
+#: Positive throughputs (steps/s) must lie in this closed range (0 means "cannot run there").
+#: max_sum_throughput fails from 1e19 and returns a wrong optimum (objective off by 26-100 %)
+#: when every throughput is <= 1e-9; margin >= 100 on each side.
+THROUGHPUT_RANGE: tuple[float, float] = (1e-6, 1e9)
+#: Largest ``steps_remaining``. Every policy solved up to 1e30 when all jobs were scaled alike;
+#: only the spread between jobs matters beyond that (min_makespan refuses spreads above
+#: :data:`~hetsched.formulations.min_makespan.RATE_SPREAD_MAX`); 1e15 is far above any real job.
+STEPS_MAX: float = 1e15
+#: Largest ``slos``, ``time_since_start`` and ``isolated_time_elapsed`` (seconds, about 31,700
+#: years). finish_time_fairness fails from time_since_start / isolated_time_elapsed = 1e18 and
+#: max_sum_throughput (before its SLO rows were rescaled) from slos = 1e18; both solved at 1e15.
+TIME_MAX: float = 1e12
+#: Positive ``weights`` must lie in this closed range: the max-min policies failed when one
+#: weight was 1e15 times another and solved at 1e12.
+WEIGHT_RANGE: tuple[float, float] = (1e-6, 1e6)
+_FIELD_MAX: dict[str, float] = {"steps_remaining": STEPS_MAX, "slos": TIME_MAX, "time_since_start": TIME_MAX,
+                                "isolated_time_elapsed": TIME_MAX}
 
 
 class JobSet:
@@ -128,6 +151,7 @@ class JobSet:
                 raise ValidationError(f"`ids` must be unique; duplicated ids: {dup}.")
             self._ids = id_arr
         self._ids.setflags(write=False)
+        _check_range(T, "throughputs", THROUGHPUT_RANGE, "0 (cannot run) or in", ids=self._ids, types=gpu_types)
 
         if scale_factors is None:
             s = np.ones(n, dtype=np.int64)
@@ -151,6 +175,7 @@ class JobSet:
             if bad.any():
                 j = int(np.flatnonzero(bad)[0])
                 raise ValidationError(f"`weights` must be positive; job {show(self._ids[j])} has {show(w[j])}.")
+            _check_range(w, "weights", WEIGHT_RANGE, "in", ids=self._ids)
         w.setflags(write=False)
         self._weights = w
 
@@ -178,6 +203,12 @@ class JobSet:
             if bad.any():
                 j = int(np.flatnonzero(bad)[0])
                 raise ValidationError(f"`{name}` must be {rule}; job {show(self._ids[j])} has {show(arr[j])}.")
+            if name in _FIELD_MAX and (arr > _FIELD_MAX[name]).any():
+                j = int(np.flatnonzero(arr > _FIELD_MAX[name])[0])
+                raise ValidationError(
+                    f"`{name}` must be at most {_FIELD_MAX[name]:g} (the range the solvers handle reliably); "
+                    f"job {show(self._ids[j])} has {show(arr[j])}."
+                )
             arr.setflags(write=False)
             self._fields[name] = arr
         self._multiplicity = np.ones(n, dtype=np.int64)
@@ -360,3 +391,18 @@ def _check_finite_nonneg(T: np.ndarray, name: str) -> None:
     if neg.any():
         j, k = np.argwhere(neg)[0]
         raise ValidationError(f"`{name}` must be non-negative; row {j}, column {k} is {show(T[j, k])}.")
+
+
+def _check_range(values: np.ndarray, name: str, bounds: tuple[float, float], rule: str,
+                 ids: np.ndarray, types: tuple[str, ...] = ()) -> None:
+    """Positive entries of ``values`` must lie in ``bounds`` (the range the solvers handle reliably)."""
+    lo, hi = bounds
+    bad = (values > 0) & ((values < lo) | (values > hi))
+    if not bad.any():
+        return
+    where = np.argwhere(bad)[0]
+    at = f"job {show(ids[where[0]])}" + (f" on {types[where[1]]!r}" if values.ndim == 2 else "") + " has"
+    raise ValidationError(
+        f"`{name}` must be {rule} [{lo:g}, {hi:g}] (the range the solvers handle reliably; rescale the "
+        f"units otherwise); {at} {show(values[tuple(where)])}."
+    )

@@ -77,6 +77,7 @@ from ..engine import SolveContext
 from ..errors import SolverError, ValidationError
 from ..jobs import RESOURCE_FIELDS, JobSet
 from .base import Policy, PolicyOutcome, register_policy
+from .params import check_real
 
 __all__ = ["AlloX", "allox_schedule"]
 
@@ -120,13 +121,9 @@ class AlloX(Policy):
     pinned: Mapping[Any, str] | None = None
 
     def __post_init__(self) -> None:
-        a = self.alpha
-        if isinstance(a, bool) or not isinstance(a, (int, float, np.integer, np.floating)) or not (0 < a <= 1):
-            raise ValidationError(f"`alpha` must be a number in (0, 1]; got {a!r}.")
-        h = self.horizon
-        if h is not None and (isinstance(h, bool) or not isinstance(h, (int, float, np.integer, np.floating))
-                              or not math.isfinite(h) or h <= 0):
-            raise ValidationError(f"`horizon` must be a positive number of seconds or None; got {h!r}.")
+        check_real(self.alpha, "alpha", low=0.0, high=1.0, low_open=True)
+        check_real(self.horizon, "horizon", low=0.0, low_open=True, allow_none=True,
+                   rule="a positive number of seconds or None")
         if self.pinned is not None and not isinstance(self.pinned, Mapping):
             raise ValidationError(
                 f"`pinned` must be a mapping of job id -> GPU type; got {type(self.pinned).__name__}."

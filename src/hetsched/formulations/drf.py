@@ -65,12 +65,12 @@ import numpy as np
 
 from ..cluster import Cluster
 from ..engine import SolveContext
-from ..errors import ValidationError
 from ..jobs import JobSet
 from ..program import LinearProgram
 from .base import Policy, PolicyOutcome, register_policy
 from .builder import ProgramBuilder
 from .common import add_base_rows, proportional_throughput, usable_mask
+from .params import check_bool, check_int
 from .resources import resource_terms
 from .users import UserGroups, check_ticket_map, user_groups, within_user_program
 
@@ -120,11 +120,9 @@ class DominantResourceFairness(Policy):
 
     def __post_init__(self) -> None:
         check_ticket_map(self.user_weights, "user_weights")
-        for flag in ("allow_absent_users", "balance_users"):
-            if not isinstance(getattr(self, flag), (bool, np.bool_)):
-                raise ValidationError(f"`{flag}` must be True or False; got {getattr(self, flag)!r}.")
-        if isinstance(self.max_rounds, bool) or not isinstance(self.max_rounds, (int, np.integer)) or self.max_rounds < 1:
-            raise ValidationError(f"`max_rounds` must be a positive integer; got {self.max_rounds!r}.")
+        check_bool(self.allow_absent_users, "allow_absent_users")
+        check_bool(self.balance_users, "balance_users")
+        check_int(self.max_rounds, "max_rounds", low=1)
 
     def users(self, jobs: JobSet) -> UserGroups:
         """The users of ``jobs`` and their weights."""

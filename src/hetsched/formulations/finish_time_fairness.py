@@ -58,6 +58,7 @@ from ..jobs import JobSet
 from ..program import LinearProgram
 from .base import Policy, PolicyOutcome, register_policy
 from .common import STAGE2_RELATIVE_SLACK, isolated_throughput, level_program, usable_mask
+from .params import check_bool, check_int, check_real
 from .space import AllocationSpace, SpaceOptions
 
 __all__ = ["FinishTimeFairness"]
@@ -91,6 +92,12 @@ class FinishTimeFairness(SpaceOptions, Policy):
     rtol: float = 1e-7
     max_steps: int = 60
     second_stage: bool = True
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        check_real(self.rtol, "rtol", low=0.0, high=1.0, high_open=True)
+        check_int(self.max_steps, "max_steps", low=1)
+        check_bool(self.second_stage, "second_stage")
 
     def _terms(self, jobs: JobSet, cluster: Cluster) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
         cap = cluster.capacities(jobs.gpu_types)

@@ -76,12 +76,12 @@ import numpy as np
 
 from ..cluster import Cluster
 from ..engine import SolveContext
-from ..errors import ValidationError
 from ..jobs import JobSet
 from ..program import LinearProgram
 from .base import Policy, PolicyOutcome, register_policy
 from .builder import ProgramBuilder
 from .common import add_base_rows, proportional_throughput, usable_mask
+from .params import check_bool
 from .resources import host_fit_mask, resource_terms
 from .users import UserGroups, check_ticket_map, user_groups, user_type_rows, within_user_program
 
@@ -133,8 +133,7 @@ class GandivaFair(Policy):
     def __post_init__(self) -> None:
         check_ticket_map(self.tickets, "tickets")
         for flag in ("allow_absent_users", "split_gains", "balance_users"):
-            if not isinstance(getattr(self, flag), (bool, np.bool_)):
-                raise ValidationError(f"`{flag}` must be True or False; got {getattr(self, flag)!r}.")
+            check_bool(getattr(self, flag), flag)
 
     # ---------------------------------------------------------------- pieces
     def coefficients(self, jobs: JobSet, cluster: Cluster) -> np.ndarray:

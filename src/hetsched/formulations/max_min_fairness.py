@@ -47,6 +47,7 @@ from ..jobs import JobSet
 from ..program import LinearProgram
 from .base import Policy, PolicyOutcome, register_policy
 from .common import level_program, proportional_throughput, solve_levels, usable_mask
+from .params import check_bool
 from .space import SpaceOptions
 
 __all__ = ["MaxMinFairness", "normalized_share_coefficients"]
@@ -85,6 +86,11 @@ class MaxMinFairness(SpaceOptions, Policy):
     name = "max_min_fairness"
     heterogeneity_aware: bool = True
     second_stage: bool = True
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        check_bool(self.heterogeneity_aware, "heterogeneity_aware")
+        check_bool(self.second_stage, "second_stage")
 
     def coefficients(self, jobs: JobSet, cluster: Cluster) -> np.ndarray:
         """Normalized-share coefficients ``a`` (see module docstring)."""

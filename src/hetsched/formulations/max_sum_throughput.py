@@ -12,7 +12,9 @@ With :math:`c_{jk} = T_{jk}` (or :math:`T_{jk} / \mathrm{price}_k` when
     \quad\text{s.t. base constraints and, when SLOs are given,}\quad
     \sum_k T_{jk} X_{jk} \ge R_j / \mathrm{slo}_j .
 
-Each SLO row is divided by :math:`R_j/\mathrm{slo}_j` so its right-hand side is 1.
+Each SLO row is divided by the job's best throughput :math:`\max_k T_{jk}` (coefficients at
+most 1, right-hand side the share of time the SLO needs), which keeps it well scaled however
+large :math:`T\,\mathrm{slo}/R` is.
 
 When the SLOs cannot all be met the status is "infeasible" and ``extra["infeasible_jobs"]``
 names jobs that cannot meet theirs: jobs that cannot even alone
@@ -44,6 +46,7 @@ from ..program import LinearProgram
 from .base import Policy, PolicyOutcome, register_policy
 from .builder import ProgramBuilder
 from .common import add_base_rows, throughput_rows, usable_mask
+from .params import check_bool
 from .space import SpaceOptions
 
 __all__ = ["MaxSumThroughput"]
@@ -74,6 +77,11 @@ class MaxSumThroughput(SpaceOptions, Policy):
     reads = ("steps_remaining", "slos")
     normalize_by_cost: bool = False
     use_slos: bool = True
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        check_bool(self.normalize_by_cost, "normalize_by_cost")
+        check_bool(self.use_slos, "use_slos")
 
     def _coefficients(self, jobs: JobSet, cluster: Cluster) -> np.ndarray:
         cap = cluster.capacities(jobs.gpu_types)
@@ -111,6 +119,19 @@ class MaxSumThroughput(SpaceOptions, Policy):
         target = self._slo_targets(jobs)
         if target is not None:
             n = jobs.n_jobs
+            if not elastic:
+                # thr_j >= target_j divided by the job's best throughput: coefficients about 1 and a
+                # right-hand side (the share of time needed) that may be tiny; a share above every
+                # coefficient times 2 (time sums to at most 1) is capped there: still infeasible,
+                # and HiGHS fails on right-hand sides near 1e20.
+                best = jobs.throughputs.max(axis=1)
+                best = np.where(best > 0, best, 1.0)
+                s_rows, s_cols, vals = throughput_rows(X, jobs.throughputs / best[:, None])
+                row_max = np.ones(n)
+                np.maximum.at(row_max, s_rows, vals)
+                need = np.minimum(target / best, 2.0 * row_max)
+                b.add_rows(rows=s_rows, cols=s_cols, vals=vals, lb=need, ub=np.inf, n_rows=n)
+                return finish(b.build(sense="max", x_index=X.x_index, name=self.name))
             s_rows, s_cols, vals = throughput_rows(X, jobs.throughputs / target[:, None])
             if elastic:
                 v = b.add_vars(n, lb=0.0, ub=np.inf, cost=jobs.multiplicity.astype(float))

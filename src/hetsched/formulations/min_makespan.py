@@ -32,13 +32,21 @@ import numpy as np
 
 from ..cluster import Cluster
 from ..engine import SolveContext
+from ..errors import ValidationError, show
 from ..jobs import JobSet
 from ..program import LinearProgram
 from .base import Policy, PolicyOutcome, register_policy
 from .common import level_program, solve_levels, usable_mask
+from .params import check_bool
 from .space import SpaceOptions
 
-__all__ = ["MinMakespan"]
+__all__ = ["MinMakespan", "RATE_SPREAD_MAX"]
+
+#: Largest ratio between the fastest and the slowest job's best rate ``max_k T[j, k] / R_j``
+#: accepted. The LP's coefficients span this ratio; measured with the default solver (HiGHS)
+#: on random 2-4 job instances (tests/test_policy_params.py repeats a case), it solves up to
+#: 1e14 and fails ("model status 'Unknown'") from about 3e14; the limit keeps a margin of 30.
+RATE_SPREAD_MAX = 1e13
 
 
 @register_policy
@@ -65,13 +73,19 @@ class MinMakespan(SpaceOptions, Policy):
     reads = ("steps_remaining",)
     second_stage: bool = True
 
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        check_bool(self.second_stage, "second_stage")
+
     def coefficients(self, jobs: JobSet, cluster: Cluster) -> tuple[np.ndarray, float]:
         """``a = T / (R sigma)`` on usable pairs, and ``sigma``."""
         cap = cluster.capacities(jobs.gpu_types)
         mask = usable_mask(jobs.throughputs, jobs.scale_factors, cap)
         T = np.where(mask, jobs.throughputs, 0.0)
         R = jobs.steps_remaining
-        sigma = float((T.max(axis=1) / R).min())
+        rate = T.max(axis=1) / R
+        sigma = float(rate.min())
+        _check_rate_spread(rate, jobs)
         return T / (R[:, None] * sigma), sigma
 
     def formulate(self, jobs: JobSet, cluster: Cluster, *, floor: float | None = None) -> LinearProgram:
@@ -95,3 +109,17 @@ class MinMakespan(SpaceOptions, Policy):
         outcome, _ = solve_levels(self, jobs, cluster, ctx, a, second_stage=self.second_stage, name=self.name,
                                   space=space)
         return outcome
+
+
+def _check_rate_spread(rate: np.ndarray, jobs: JobSet) -> None:
+    """Refuse jobs whose best rates (1 / fastest finish time) differ by more than :data:`RATE_SPREAD_MAX`."""
+    if rate.size == 0:
+        return
+    hi, lo = int(np.argmax(rate)), int(np.argmin(rate))
+    if rate[lo] > 0 and rate[hi] / rate[lo] > RATE_SPREAD_MAX:
+        raise ValidationError(
+            f"min_makespan: job {show(jobs.ids[hi])} would finish {rate[hi] / rate[lo]:.3g} times sooner than job "
+            f"{show(jobs.ids[lo])} on their fastest GPU types (`throughputs` / `steps_remaining`: "
+            f"{rate[hi]:.3g} vs {rate[lo]:.3g} per second); the LP is solved reliably only up to a ratio of "
+            f"{RATE_SPREAD_MAX:g}. Drop the nearly finished job or rescale `steps_remaining`."
+        )

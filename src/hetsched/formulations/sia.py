@@ -155,6 +155,7 @@ from ..jobs import JobSet
 from ..program import LinearProgram
 from .base import Policy, PolicyOutcome, register_policy
 from .builder import ProgramBuilder
+from .params import check_int, check_real, fail, is_real
 
 __all__ = ["Sia", "SiaProblem", "LagrangianBound", "lagrangian_bound", "polish"]
 
@@ -296,25 +297,27 @@ class Sia(Policy):
     column_reduction: bool | None = None
 
     def __post_init__(self) -> None:
-        _finite(self.fairness_power, "fairness_power")
-        if self.lambda_unallocated is not None:
-            _finite(self.lambda_unallocated, "lambda_unallocated", low=0.0)
-        if self.max_gpus_per_job is not None and (
-            isinstance(self.max_gpus_per_job, bool)
-            or not isinstance(self.max_gpus_per_job, (int, np.integer))
-            or self.max_gpus_per_job < 1
-        ):
-            raise ValidationError(
-                f"`max_gpus_per_job` must be a positive integer or None; got {show(self.max_gpus_per_job)}."
-            )
-        _finite(self.intra_node_overhead, "intra_node_overhead", low=0.0)
-        _finite(self.inter_node_overhead, "inter_node_overhead", low=0.0)
+        check_real(self.fairness_power, "fairness_power")
+        check_real(self.lambda_unallocated, "lambda_unallocated", low=0.0, allow_none=True,
+                   rule="a finite number >= 0")
+        check_int(self.max_gpus_per_job, "max_gpus_per_job", low=1, allow_none=True)
+        check_real(self.intra_node_overhead, "intra_node_overhead", low=0.0)
+        check_real(self.inter_node_overhead, "inter_node_overhead", low=0.0)
         nu = self.noise_scale_ratio
-        if isinstance(nu, bool) or not isinstance(nu, (int, float, np.integer, np.floating)) or not nu > 0:
-            raise ValidationError(f"`noise_scale_ratio` must be a positive number (inf allowed); got {show(nu)}.")
-        _finite(self.mip_gap, "mip_gap", low=0.0)
-        if self.column_reduction is not None and not isinstance(self.column_reduction, bool):
-            raise ValidationError(f"`column_reduction` must be True, False or None; got {self.column_reduction!r}.")
+        if not is_real(nu) or not nu > 0:  # nan fails too
+            raise fail("noise_scale_ratio", "a positive number (inf allowed)", nu)
+        check_real(self.mip_gap, "mip_gap", low=0.0)
+        if self.column_reduction is not None and not isinstance(self.column_reduction, (bool, np.bool_)):
+            raise fail("column_reduction", "True, False or None", self.column_reduction)
+        if np.ndim(self.restart_penalty) == 0:  # a vector's length is checked against the jobs at solve
+            if not is_real(self.restart_penalty):
+                raise fail("restart_penalty", "a number in [0, 1) or an array of n_jobs such numbers",
+                           self.restart_penalty)
+            _restart_vector(self.restart_penalty, 1)
+        else:
+            _restart_vector(self.restart_penalty, int(np.shape(self.restart_penalty)[0]))
+        _check_gpus_per_node(self.gpus_per_node)
+        _check_type_speedups(self.type_speedups)
         if self.goodput is not None and not isinstance(self.goodput, pd.DataFrame):
             raise ValidationError(
                 f"`goodput` must be a pandas DataFrame (job ids x (gpu_type, gpus) columns) or None; "
@@ -597,13 +600,28 @@ class Sia(Policy):
 
 
 # ---------------------------------------------------------------------- functions
-def _finite(value: Any, name: str, *, low: float | None = None) -> None:
-    ok = not isinstance(value, bool) and isinstance(value, (int, float, np.integer, np.floating)) and math.isfinite(value)
-    if ok and low is not None and value < low:
-        ok = False
-    if not ok:
-        rule = "a finite number" if low is None else f"a finite number >= {low:g}"
-        raise ValidationError(f"`{name}` must be {rule}; got {show(value)}.")
+def _check_gpus_per_node(value: Any) -> None:
+    """``gpus_per_node``: None, a positive int, or a mapping GPU type -> positive int
+    (which types it must name is checked against the cluster at solve)."""
+    if value is None:
+        return
+    if isinstance(value, Mapping):
+        for t, v in value.items():
+            check_int(v, f"gpus_per_node[{t!r}]", low=1)
+        return
+    check_int(value, "gpus_per_node", low=1,
+              rule="a positive integer, a mapping of GPU type -> positive integer, or None")
+
+
+def _check_type_speedups(value: Any) -> None:
+    """``type_speedups``: None, "learned", or a mapping GPU type -> positive finite speed."""
+    rule = "None, 'learned' or a mapping of GPU type -> relative speed"
+    if value is None or (isinstance(value, str) and value == "learned"):
+        return
+    if not isinstance(value, Mapping):
+        raise fail("type_speedups", rule, value)
+    for t, v in value.items():
+        check_real(v, f"type_speedups[{t!r}]", low=0.0, low_open=True, rule="a positive number")
 
 
 def _key(value: Any) -> Any:

@@ -600,6 +600,12 @@ class SpaceOptions:
     packing: Any = None
     placement_sensitivity: Any = None
 
+    def __post_init__(self) -> None:
+        from .params import check_space_option
+
+        check_space_option(self.packing, "packing")
+        check_space_option(self.placement_sensitivity, "placement_sensitivity")
+
     @property
     def aggregatable(self) -> bool:  # type: ignore[override]
         """False when packing or placement sensitivity is on (see class docstring)."""
