@@ -2,9 +2,9 @@
 
 Two kinds of source:
 
-* **Gavel's trace** (10 tab-separated columns per line, job types named as in the
-  throughput table) becomes a :class:`~hetsched.sim.Trace` directly with
-  :func:`read_gavel_trace`.
+* **Gavel's trace** (10 tab-separated columns per line, or 9, 11 or the older 7 of its
+  Philly-derived ``msr`` traces; job types named as in the throughput table) becomes a
+  :class:`~hetsched.sim.Trace` directly with :func:`read_gavel_trace`.
 * **Cluster logs** (Philly ``cluster_job_log`` JSON, Helios/Lucid ``cluster_log.csv``,
   Alibaba PAI 2020 job and task tables) record when jobs were submitted, how many GPUs they
   held and for how long, but not what they trained. Their readers return a *job table*
@@ -230,7 +230,27 @@ def read_gavel_trace(
     arrival_time``. The 9-column form without ``working_directory`` and the 11-column form
     with a ``mode`` column before ``priority_weight`` are accepted too.
 
-    * ``(job_type, scale_factor)`` must be a row of the throughput table;
+    **Older 7-column form** (Gavel's Philly-derived per-virtual-cluster traces,
+    ``scheduler/traces/msr/seed=N/<vc>.trace``): ``job_type, command, num_steps_arg,
+    needs_data_dir, total_steps, arrival_time, scale_factor`` -- note the arrival *before*
+    the scale factor, and no priority weight or SLO. Checked against the older
+    ``parse_trace(trace_file, run_dir)`` of Gavel's ``scheduler/utils.py`` (the version
+    that ``scheduler/run_throughput_vs_latency_msr_trace.py`` at commit ``a009cc0`` calls on
+    those files); the current ``parse_trace`` (commit ``52d9895``) reads the 9-column form.
+    Read here with priority weight 1 (as Gavel sets it) and no SLO; ``needs_data_dir`` must
+    be 0 or 1 (it is otherwise unused). Gavel's old reader silently drops rows with scale
+    factor 0; here they are bad rows like any non-positive scale factor, and so are the
+    rows whose ``(job_type, scale_factor)`` has no throughput-table row (Gavel crashes on
+    those: the msr files hold scale factors up to 64, the table only 1, 2, 4 and 8).
+    Arrival times are kept as in the file (Gavel's msr files start at 0). The
+    cluster of those experiments is in ``traces/msr/cluster_specs.json`` (virtual cluster
+    name -> list of ``"#v100:#p100:#k80"``; Gavel's copy holds only ``{"philly":
+    ["500:0:0"]}``, i.e. 500 V100s); build it with ``Cluster({"v100": 500})``. Each line is
+    read by its own column count.
+
+    * ``(job_type, scale_factor)`` must be a row of the throughput table (with
+      ``errors="skip"`` such rows are dropped and counted in ``meta["no_throughput_row"]``
+      as well as listed in ``meta["skipped"]``);
     * ``total_steps`` and ``scale_factor`` positive integers, ``priority_weight`` positive;
     * ``SLO < 0`` means none; otherwise the deadline is ``arrival + SLO * d`` with ``d``
       the job's run time alone on ``reference_gpu_type`` (``total_steps / T_ref``; Gavel
@@ -267,8 +287,13 @@ def read_gavel_trace(
     checker = _Rows(str(p), errors)
     known = set(zip(cat.job_types.tolist(), cat.scale_factors.tolist()))
     ref = _reference_column(cat, reference_gpu_type)
+    table_scales: dict[str, list[int]] = {}
+    for t, k in sorted(known):
+        table_scales.setdefault(t, []).append(int(k))
     rows: list[tuple[int, str, int, int, float, float, float]] = []
     last = -math.inf
+    formats: set[int] = set()
+    no_row = 0
     with closing(_text_lines(p, checker)) as lines:
         for ln, line in enumerate(lines, start=1):
             line = line.rstrip("\n").rstrip("\r")
@@ -282,9 +307,19 @@ def read_gavel_trace(
                 jt, steps, sf, weight, slo, arr = cells[0], cells[5], cells[6], cells[8], cells[9], cells[10]
             elif len(cells) == 9:
                 jt, steps, sf, weight, slo, arr = cells[0], cells[4], cells[5], cells[6], cells[7], cells[8]
+            elif len(cells) == 7:
+                # Older form: job_type, command, num_steps_arg, needs_data_dir, total_steps,
+                # arrival_time, scale_factor; no weight (1) and no SLO (-1: none).
+                jt, steps, arr, sf, weight, slo = cells[0], cells[4], cells[5], cells[6], "1", "-1"
+                if cells[3].strip() not in ("0", "1"):
+                    checker.bad(where, f"`needs_data_dir` (column 4 of the 7-column form) must be 0 or 1; "
+                                       f"got {cells[3].strip()!r}")
+                    continue
             else:
-                checker.bad(where, f"a Gavel trace line has 10 tab-separated columns (9 or 11 accepted); got {len(cells)}")
+                checker.bad(where, f"a Gavel trace line has 10 tab-separated columns (7, 9 or 11 accepted); "
+                                   f"got {len(cells)}")
                 continue
+            formats.add(len(cells))
             try:
                 n_steps = _number(steps, "total_steps", integer=True)
                 scale = _number(sf, "scale_factor", integer=True)
@@ -298,7 +333,8 @@ def read_gavel_trace(
                 checker.bad(where, f"`total_steps` must be a positive integer; got {steps.strip()!r}")
                 continue
             if scale < 1:
-                checker.bad(where, f"`scale_factor` must be a positive integer; got {sf.strip()!r}")
+                note = " (Gavel's older reader drops such rows silently)" if len(cells) == 7 and scale == 0 else ""
+                checker.bad(where, f"`scale_factor` must be a positive integer; got {sf.strip()!r}{note}")
                 continue
             if w <= 0:
                 checker.bad(where, f"`priority_weight` must be positive; got {weight.strip()!r}")
@@ -310,12 +346,15 @@ def read_gavel_trace(
                 checker.bad(where, f"`arrival_time` must be non-decreasing; got {a:.6g} after {last:.6g}")
                 continue
             if (jt, int(scale)) not in known:
-                names = sorted({t for t, _ in known})
-                hint = [t for t in names if t.split(" (")[0] == jt.split(" (")[0]][:4]
+                no_row += 1
+                names = sorted(table_scales)
+                similar = [t for t in names if t.split(" (")[0] == jt.split(" (")[0]][:4]
+                hint = f" (similar: {similar})" if similar else f" ({len(names)} job types, e.g. {names[:3]})"
+                if jt in table_scales:
+                    hint = f" (the table has {jt!r} at scale factors {table_scales[jt]} only; similar: {similar})"
                 checker.bad(
                     where,
-                    f"unknown job type ({jt!r}, scale factor {int(scale)}): not a row of the throughput table"
-                    + (f" (similar: {hint})" if hint else f" ({len(names)} job types, e.g. {names[:3]})"),
+                    f"unknown job type ({jt!r}, scale factor {int(scale)}): not a row of the throughput table" + hint,
                 )
                 continue
             last = a
@@ -323,7 +362,8 @@ def read_gavel_trace(
     if not rows:
         T = np.zeros((0, len(cat.gpu_types)))
         return Trace(JobSet(T, gpu_types=cat.gpu_types, steps_remaining=np.zeros(0), arrival_times=np.zeros(0)),
-                     source=f"gavel:{p.name}", meta={"path": str(p), "skipped": checker.skipped})
+                     source=f"gavel:{p.name}", meta={"path": str(p), "skipped": checker.skipped,
+                                                     "columns": sorted(formats), "no_throughput_row": no_row})
     jt_arr = [r[1] for r in rows]
     sf_arr = np.array([r[3] for r in rows], dtype=np.int64)
     idx = cat.index_of(jt_arr, sf_arr)
@@ -351,7 +391,8 @@ def read_gavel_trace(
     jobs = JobSet(T, gpu_types=cat.gpu_types, ids=np.arange(len(rows)), scale_factors=sf_arr,
                   weights=np.array([r[4] for r in rows]), steps_remaining=steps_arr, arrival_times=arrivals)
     return Trace(jobs, unconsolidated=U, job_types=jt_arr, deadlines=deadlines, source=f"gavel:{p.name}",
-                 meta={"path": str(p), "skipped": checker.skipped, "throughputs": repr(cat)})
+                 meta={"path": str(p), "skipped": checker.skipped, "throughputs": repr(cat),
+                       "columns": sorted(formats), "no_throughput_row": no_row})
 
 
 def _reference_column(cat: ThroughputCatalogue, reference_gpu_type: str | None) -> int:
