@@ -139,3 +139,13 @@ def test_backfill_option_reaches_the_mechanism() -> None:
     assert as_scheduler("max_min_fairness", SimOptions.preset("gavel")).backfill is True  # Gavel's helper skips
     with pytest.raises(ValidationError, match="`backfill` must be True or False"):
         hs.simulate("max_min_fairness", jobs, cl, backfill="no")
+
+
+def test_fifo_admission_with_and_without_backfill() -> None:
+    # 6 GPUs, gangs of 4, 4, 2 in arrival order: backfill admits the 2-GPU job past the second
+    # 4-GPU gang; Gavel's fifo_perf (backfill=False) stops at the gang that does not fit.
+    jobs = hs.JobSet([[1.0]] * 3, gpu_types=["v100"], ids=["A", "B", "C"], scale_factors=[4, 4, 2],
+                     arrival_times=[0.0, 1.0, 2.0])
+    cl = hs.Cluster({"v100": 6})
+    assert hs.solve(hs.policies.Fifo(), jobs, cl).X[:, 0].tolist() == [1.0, 0.0, 1.0]
+    assert hs.solve(hs.policies.Fifo(backfill=False), jobs, cl).X[:, 0].tolist() == [1.0, 0.0, 0.0]

@@ -23,6 +23,7 @@ BOOLS = [
     (P.MaxSumThroughput, "normalize_by_cost"), (P.MaxSumThroughput, "use_slos"),
     (P.DominantResourceFairness, "allow_absent_users"), (P.DominantResourceFairness, "balance_users"),
     (P.GandivaFair, "allow_absent_users"), (P.GandivaFair, "split_gains"), (P.GandivaFair, "balance_users"),
+    (P.Fifo, "backfill"),
 ]
 
 # (policy class, keyword arguments, regex the message must match: parameter name and value)

@@ -1,8 +1,13 @@
 """Heterogeneity-aware FIFO: in arrival order, each job takes its fastest type that still
-has room for its whole gang (Gavel's ``fifo_perf``). Not an LP; same signature.
+has room for its whole gang. Not an LP; same signature.
 
-In numpy terms: ``X[j, k] = 1`` for the chosen type, 0 elsewhere; jobs that fit nowhere
-get a zero row. The objective is the total throughput ``(T * X).sum()``.
+With ``backfill=True`` (default) a job that fits nowhere is passed over and later, smaller
+jobs are still admitted. With ``backfill=False`` admission stops at the first job that fits
+nowhere: Gavel's ``fifo_perf`` (``scheduler/policies/fifo.py``, ``get_allocation``, which
+breaks out of its job loop there), and Blox's FIFO.
+
+In numpy terms: ``X[j, k] = 1`` for the chosen type, 0 elsewhere; jobs not admitted get a
+zero row. The objective is the total throughput ``(T * X).sum()``.
 
 Examples
 --------
@@ -22,6 +27,7 @@ from ..cluster import Cluster
 from ..engine import SolveContext
 from ..jobs import JobSet
 from .base import Policy, PolicyOutcome, register_policy
+from .params import check_bool
 
 __all__ = ["Fifo"]
 
@@ -29,11 +35,22 @@ __all__ = ["Fifo"]
 @register_policy
 @dataclass(frozen=True, kw_only=True)
 class Fifo(Policy):
-    """First come, first served on the fastest type with room (ties: earlier column)."""
+    """First come, first served on the fastest type with room (ties: earlier column).
+
+    Parameters
+    ----------
+    backfill : bool, default True
+        Admit later jobs past one that fits nowhere (False: stop there, as Gavel's
+        ``fifo_perf``).
+    """
 
     name = "fifo"
     reads = ("arrival_times",)
     aggregatable = False
+    backfill: bool = True
+
+    def __post_init__(self) -> None:
+        check_bool(self.backfill, "backfill")
 
     def objective_of(self, X: np.ndarray, jobs: JobSet, cluster: Cluster) -> float:
         """Total throughput of ``X``."""
@@ -51,6 +68,8 @@ class Fifo(Policy):
                 break
             room = (T[j] > 0) & (free >= s[j])
             if not room.any():
+                if not self.backfill:
+                    break
                 continue
             k = int(np.argmax(np.where(room, T[j], -1.0)))
             X[j, k] = 1.0
