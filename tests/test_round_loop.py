@@ -290,3 +290,37 @@ def test_workload_placeholder_is_rejected_outside_simulate() -> None:
 def test_workload_placeholder_needs_a_catalogue() -> None:
     with pytest.raises(ValidationError, match="needs a workload sampled from a throughput catalogue"):
         hs.simulate(hs.policies.MaxMinFairness(packing="workload"), TWO, hs.Cluster({"v100": 1}))
+
+
+def test_consolidated_rows_are_placed_again_from_scratch_when_stickiness_fragments() -> None:
+    # Found by a stress run: 7 V100 on servers of 4 + 3, Sia rows of 2, 1, 2, 2 GPUs (all but
+    # the 1-GPU row must sit on one server). Keeping last round's GPUs spread a 2-GPU row
+    # over both servers, which was dropped every round while two GPUs idled; the round is now
+    # placed again without `previous` and everything drains.
+    tr = generate_workload(9, rate_per_hour=16.265884682602263, seed=214843, pairs=True, long_job_prob=0.0,
+                           scale_factor_probs={1: 0.5, 2: 0.5})
+    cl = hs.Cluster.from_servers({"v100": 7, "p100": 3, "k80": 3}, gpus_per_server=4)
+    res = hs.simulate("sia", tr, cl, reallocate=3600.0, max_time=400 * 3600.0)
+    assert res.summary["status"] == "drained"
+    assert check_simulation(res, rate_bound=_sia_bound(tr, cl)) == []
+
+
+def test_a_pending_solve_is_reported_to_the_driver() -> None:
+    # With a re-solve period the rounds between solves say a solve is pending, so a round where
+    # nothing runs is not taken for a stall; a round that solved says no.
+    jobs = hs.JobSet([[1.0], [1.0]], gpu_types=["v100"], ids=["a", "b"], arrival_times=[0.0, 100.0],
+                     steps_remaining=[3600.0, 360.0])
+    sched = PolicyScheduler("max_min_fairness", reallocate=1800.0, arrivals="wait")
+    seen = []
+    real = sched.plan_round
+
+    def spy(view, state):
+        rows = real(view, state)
+        seen.append((view.now, rows.info["solved"], rows.info["solve_pending"]))
+        return rows
+
+    sched.plan_round = spy
+    res = hs.simulate(sched, jobs, hs.Cluster({"v100": 1}))
+    assert res.summary["status"] == "drained"
+    assert all(pending == (not solved) for _, solved, pending in seen)
+    assert float(res.jobs.set_index("job_id").loc["b", "start"]) == 1800.0   # b waited for the periodic solve

@@ -53,16 +53,19 @@ def test_multi_gpu_job_uses_its_gang_throughput():
 def test_two_jobs_sharing_one_gpu_hand_derived(mechanism):
     # One GPU. A (3600 s of work) arrives at 0 and runs alone in round [0, 360). B (360 s)
     # arrives at 100 and joins at the boundary 360; max-min gives each X = 1/2.
-    # rounds: round [360, 720) goes to A (tie on priority and deficit, row order), round
-    #   [720, 1080) to B (never served: infinite priority) -> B finishes at 1080;
-    # ideal: both run at half speed from 360; B's 360 s of work take 720 s -> 1080.
-    # A has done 360 + 360 s of work at 1080 and runs alone for the remaining 2880 s.
+    # rounds: at 360 the shares are reset, both entries have infinite priority and equal
+    #   deficits; the tie goes to the job that has waited longer: B (260 s since it arrived)
+    #   over A (it just ran). B runs [360, 720) and finishes at 720 (JCT 620);
+    # ideal: both run at half speed from 360; B's 360 s of work take 720 s -> 1080 (JCT 980).
+    # Either way A has 3,240 s of work left after 360 s and the GPU gives it 3,600 s in
+    # [360, 3960): A finishes at 3960.
     jobs = hs.JobSet([[1.0], [1.0]], gpu_types=["v100"], ids=["A", "B"], steps_remaining=[3600.0, 360.0],
                      arrival_times=[0.0, 100.0])
     res = simulate("max_min_fairness", jobs, hs.Cluster({"v100": 1}), mechanism=mechanism)
     j = res.jobs.set_index("job_id")
-    assert j.loc["B", "finish"] == pytest.approx(1080.0)
-    assert j.loc["B", "jct"] == pytest.approx(980.0)
+    b_finish = 720.0 if mechanism == "rounds" else 1080.0
+    assert j.loc["B", "finish"] == pytest.approx(b_finish)
+    assert j.loc["B", "jct"] == pytest.approx(b_finish - 100.0)
     assert j.loc["A", "finish"] == pytest.approx(3960.0)
     assert check_simulation(res) == []
 

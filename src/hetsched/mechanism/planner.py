@@ -44,6 +44,7 @@ def plan_round_arrays(
     zero_tol: float = 1e-9,
     members: Any = None,
     backfill: bool = True,
+    waiting: Any = None,
 ) -> RoundPlan:
     """Plan one round from plain arrays (the core; :func:`plan_round` adapts an Allocation).
 
@@ -91,6 +92,11 @@ def plan_round_arrays(
         "no second member"): rows sharing a member never run in the same round
         (:func:`~hetsched.mechanism.packing.greedy_pack_members`). ``scale_factors`` are
         then the rows' GPU counts.
+    waiting : array-like of float, shape (n_jobs,), optional
+        How long each row has waited (any unit; larger waits longer), the tie-break after the
+        deficit. Default: the history's rounds waited since the job last ran (a job new to
+        the history counts 0; a driver that knows arrival times passes seconds since the job
+        last ran or arrived).
     backfill : bool, default True
         True (Gavel's ``_schedule_jobs_on_workers_helper``): a job whose gang does not fit
         is skipped and later, smaller jobs may run. False: the walk stops at the first job
@@ -143,7 +149,8 @@ def plan_round_arrays(
     else:
         ej, ek = priority_order(
             X, base.received, base.elapsed, prev, L, rule=rule, stickiness=stickiness, zero_tol=zero_tol,
-            work_conserving=work_conserving, waiting=base.rounds_waiting,
+            work_conserving=work_conserving,
+            waiting=base.rounds_waiting if waiting is None else _waiting(waiting, n),
         )
         if not isinstance(backfill, (bool, np.bool_)):
             raise ValidationError(f"`backfill` must be True or False; got {backfill!r}.")
@@ -190,6 +197,13 @@ def plan_round_arrays(
         _base_version=history.version,
         _base=base,
     )
+
+
+def _waiting(waiting: Any, n: int) -> np.ndarray:
+    w = np.asarray(waiting, dtype=float)
+    if w.shape != (n,) or not np.isfinite(w).all():
+        raise ValidationError(f"`waiting` must hold one finite number per row of X ({n}); got shape {w.shape}.")
+    return w
 
 
 def _message(

@@ -13,16 +13,16 @@ were reset and :math:`r_{jk}` the seconds it ran on type :math:`k` in that time,
 i.e. the time the job should have had on the type over the time it had: above 1 means
 behind. The tie-break is the *deficit at the end of this round*,
 :math:`X_{jk}(e_j + L) - r_{jk}` (seconds owed if it does not run now; at a fresh start it
-orders jobs by :math:`X_{jk}`), then the *rounds the job has waited* (longest first; kept
-across share resets), then the entry order (job row, then type column), which makes the
-plan deterministic. Priorities and deficits are compared at :data:`TIE_DECIMALS` decimals
-(deficits in rounds), so that solver noise in X (an interior-point solution gives
-symmetric jobs X equal to 1e-9) does not decide ties. Without the waiting key, equal X
-and shares reset at every re-solve made the entry order decide every round after a reset:
-the same (oldest) jobs won again and again, a FIFO in disguise: on Gavel's generated
-300-job trace (heterogeneity-agnostic single-stage max-min, 4 + 4 + 4 GPUs) an interior
-solution (Clarabel) had a p99 JCT of 43.8 h against 29.2 h for a vertex one (HiGHS); with
-the waiting key, 26.5 h and 30.1 h. Only entries with :math:`X_{jk} > \text{zero\_tol}` exist.
+orders jobs by :math:`X_{jk}`), then *how long the job has waited* (longest first: seconds
+since it last ran or arrived when the caller passes ``waiting``, else the rounds waited
+since it last ran, kept across share resets), then the entry order (job row, then type
+column), which makes the plan deterministic. Priorities and deficits are compared at
+:data:`TIE_DECIMALS` decimals (deficits in rounds), so that solver noise in X (an
+interior-point solution gives symmetric jobs X equal to 1e-9) does not decide ties. Before
+this rule the noise decided the same way after every share reset and some jobs lost round
+after round (p99 JCT 43.8 h with Clarabel against 29.2 h with HiGHS on Gavel's generated
+300-job trace; 27.8 h and 37.1 h with it; ``docs/mechanism.md`` has the measurements).
+Only entries with :math:`X_{jk} > \text{zero\_tol}` exist.
 Lease continuity multiplies the priority of the type a job ran on last round by
 :math:`1 + \text{stickiness}`.
 

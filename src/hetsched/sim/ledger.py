@@ -68,6 +68,7 @@ class Ledger:
         self.completed = np.zeros(n, bool)
         self.last_type = np.full(n, -1, np.int64)
         self.last_gpus = np.zeros(n, np.int64)
+        self.last_end = np.full(n, -np.inf)
         self.rounds: dict[str, list] = {k: [] for k in ROUND_COLUMNS}
         self.busy: list[np.ndarray] = []
         self.runs: dict[str, list[np.ndarray]] = {k: [] for k in RUN_COLUMNS}
@@ -156,6 +157,7 @@ class Ledger:
         self.completed[fin_jobs] = True
         self.last_type[active] = now_type
         self.last_gpus[active] = now_gpus
+        self.last_end[active] = np.where(running, t + dt, self.last_end[active])
         if self.record_runs and r.size:
             with np.errstate(divide="ignore", invalid="ignore"):
                 frac = np.where(job_rate[pos] > 0, rate_e * share_e / job_rate[pos], 0.0)

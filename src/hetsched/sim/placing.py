@@ -72,7 +72,7 @@ class RoundPlacer:
             if t in largest:
                 largest[t] = max(largest[t], int(g))
         self.largest_server = np.array([largest[t] for t in gpu_types], dtype=np.int64)
-        self.previous: Any = None
+        self.previous: dict[Any, np.ndarray] | None = None
 
     def place(self, rows: RoundRows) -> PlacedRound:
         """Place ``rows`` (rows that cannot be consolidated as they must are left out)."""
@@ -85,25 +85,41 @@ class RoundPlacer:
         ask = ~(rows.consolidated & (rows.gpus > self.largest_server[rows.gpu_type]))
         reason[~ask] = "cannot_consolidate"
         idx = np.flatnonzero(ask)
-        if idx.size:
-            pl = place(self.cluster, rows.job[idx], self.gpu_types[rows.gpu_type[idx]].astype(str), rows.gpus[idx],
-                       previous=self.previous, split_large_jobs=True)
-            self.previous = pl
-            ok = np.asarray(pl.placed, dtype=bool)
-            sp = ok & (np.asarray(pl.servers_used) > 1)
-            placed[idx] = ok
-            spread[idx] = sp
-            migrated[idx] = np.asarray(pl.migrated, dtype=bool)
-            reason[idx[~ok]] = np.asarray(pl.reason, dtype=object)[~ok]
-            bad = rows.consolidated[idx] & sp
-            if bad.any():
-                placed[idx[bad]] = False
-                spread[idx[bad]] = False
-                reason[idx[bad]] = "spread_consolidated"
-        else:
-            self.previous = None
+        self.previous = self._place(rows, idx, placed, spread, migrated, reason) if idx.size else None
         if not placed.all():
             log.info("placement left %d planned row(s) unplaced (%s)", int((~placed).sum()),
                      sorted(set(reason[~placed].tolist())))
         return PlacedRound(placed=placed, spread=spread, migrated=migrated & placed, reason=reason,
                            seconds=time.perf_counter() - t0)
+
+    def _place(self, rows: RoundRows, idx: np.ndarray, placed: np.ndarray, spread: np.ndarray,
+               migrated: np.ndarray, reason: np.ndarray) -> dict[Any, np.ndarray]:
+        """Place rows ``idx`` (filling the arrays); the placement of the rows that run is returned
+        as the next round's ``previous``.
+
+        Keeping jobs where they were can fragment servers so that a row that must be
+        consolidated only fits spread; then the round is placed again from scratch (accepting
+        migrations) and the attempt that drops fewer consolidated rows is kept.
+        """
+        types = self.gpu_types[rows.gpu_type[idx]].astype(str)
+        cons = rows.consolidated[idx]
+        best = None
+        for previous in ((self.previous, None) if self.previous else (None,)):
+            pl = place(self.cluster, rows.job[idx], types, rows.gpus[idx], previous=previous, split_large_jobs=True)
+            ok = np.asarray(pl.placed, dtype=bool)
+            sp = ok & (np.asarray(pl.servers_used) > 1)
+            dropped = int((cons & sp).sum())
+            if best is None or dropped < best[0]:
+                best = (dropped, pl, ok, sp)
+            if dropped == 0:
+                break
+        _, pl, ok, sp = best
+        bad = cons & sp
+        placed[idx] = ok & ~bad
+        spread[idx] = sp & ~bad
+        migrated[idx] = np.asarray(pl.migrated, dtype=bool) & ~bad
+        reason[idx[~ok]] = np.asarray(pl.reason, dtype=object)[~ok]
+        reason[idx[bad]] = "spread_consolidated"
+        off, gpus = pl.gpu_offset, pl.gpus
+        jobs = np.asarray(pl.job_ids).tolist()   # the request's order, that of rows.job[idx]
+        return {jobs[i]: gpus[off[i]:off[i + 1]] for i in np.flatnonzero(ok & ~bad).tolist()}

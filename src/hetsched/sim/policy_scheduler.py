@@ -212,6 +212,8 @@ class PolicyScheduler:
         need = due or (state.X is None and state.configs is None) or not _covers_any(state, view.jobs)
         if need:
             self._solve(view, state, info)
+        # a later solve may change the plan without any arrival or completion
+        info["solve_pending"] = not info["solved"] and (self.period is not None or state.pending)
         if state.configs is not None:
             return self._config_rows(view, state, info)
         return self._mechanism_rows(view, state, info)
@@ -289,10 +291,13 @@ class PolicyScheduler:
         else:
             gang = u["gang"]
             members = u["members"]
+            pos = np.searchsorted(view.jobs, members[:, 0])
+        waiting = None if view.waiting is None else view.waiting[pos]
         plan = plan_round_arrays(
             state.X, gang, cap, state.history, job_ids=state.keys, gpu_types=view.gpu_types,
             round_seconds=view.round_seconds, mode=self.mode, rule=self.rule, stickiness=self.stickiness,
             work_conserving=self.work_conserving, members=members, backfill=self.backfill or members is not None,
+            waiting=waiting,
         )
         info["plan_s"] = plan.timings.get("plan_s", math.nan)
         if self.mode == "ideal":

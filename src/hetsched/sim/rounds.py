@@ -78,6 +78,8 @@ class RoundView:
         Absolute SLO deadlines and entity labels, when the workload has them.
     changed : bool
         Whether the active set changed since the previous round (arrival or completion).
+    waiting : ndarray or None
+        Seconds each job has waited since it last ran, or since it arrived if it never ran.
     context : dict
         Workload facts a scheduler may need (e.g. ``"catalogue"`` and ``"catalogue_rows"``
         of a generated workload).
@@ -101,6 +103,7 @@ class RoundView:
     entities: np.ndarray | None = None
     changed: bool = False
     context: dict[str, Any] = field(default_factory=dict)
+    waiting: np.ndarray | None = None
 
     @property
     def n_jobs(self) -> int:
@@ -181,7 +184,9 @@ class RoundRows:
         kept by :meth:`take`, so ``record_round`` can tell which of its rows ran).
     info : dict
         What the scheduler did this round, for the round log: ``solved``, ``solve_ok``,
-        ``solve_status``, ``solve_s``, ``solve_jobs``, ``solve_classes``, ``plan_s``.
+        ``solve_status``, ``solve_s``, ``solve_jobs``, ``solve_classes``, ``plan_s``; and
+        ``solve_pending`` (True: a later solve may change the plan without any arrival or
+        completion, so a round where nothing runs is not a stall).
     payload : Any
         The scheduler's own record of the plan (handed back to ``record_round`` trimmed to
         the rows that ran, e.g. a :class:`~hetsched.mechanism.RoundPlan`).

@@ -225,7 +225,7 @@ def simulate(scheduler: Any, workload: Any, cluster: Cluster, *, options: SimOpt
                              migrated=out["migrated"], restarts=out["restarts"], busy=out["busy"],
                              **_solve_columns(rows.info))
             changed = False
-            if out["n_running"] == 0 and ptr >= n:
+            if out["n_running"] == 0 and ptr >= n and not rows.info.get("solve_pending", False):
                 status = "stalled"
                 log.warning("t=%.0f s: no job can run and none will arrive (%d active job(s) stalled); stopping",
                             t, active.size)
@@ -487,7 +487,7 @@ class _Workload:
             arrival=self.arrival[active], isolated_time=ledger.iso_time[active],
             deadlines=None if self.deadlines is None else self.deadlines[active],
             entities=None if self.entities is None else self.entities[active], changed=changed,
-            context=self.context)
+            context=self.context, waiting=t - np.maximum(self.arrival[active], ledger.last_end[active]))
 
 
 class _Gangs:
