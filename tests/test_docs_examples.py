@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
-RUNNABLE = ["docs/round_loop.md"]
+RUNNABLE = ["docs/round_loop.md", "docs/reliability.md"]
 
 
 def _blocks(path: Path) -> list[str]:

@@ -10,6 +10,7 @@ from typing import Any
 import numpy as np
 
 from .aggregation import aggregate_jobs
+from .certificate import FAILED_STATUS, certify
 from .cluster import Cluster
 from .engine import SolveContext
 from .errors import MissingFieldError, ValidationError, show
@@ -150,6 +151,13 @@ def solve(
     SolverError
         The solver crashed. Infeasible and time-limited solves are reported as a status.
 
+    Notes
+    -----
+    Every result carries ``certificate`` (:mod:`hetsched.certificate`): X re-checked against
+    each constraint family and the objective recomputed, with code independent of the
+    formulations. When it fails, ``status`` is "failed_certificate", ``success`` False, the
+    message says why and ``extra["solver_status"]`` keeps the solver's status.
+
     Examples
     --------
     >>> import hetsched as hs
@@ -166,12 +174,15 @@ def solve(
     ctx = SolveContext(solver=solver, time_limit=time_limit, options=options)
     n, m = jobs.n_jobs, jobs.n_types
     if n == 0:
+        cert = certify(pol.name, pol.params(), np.zeros((0, m)), jobs, cluster, status="optimal",
+                       objective=float("nan"), extra={})
         return Allocation(
             policy=pol.name, params=pol.params(), status="optimal", success=True,
             message="no jobs: empty allocation", objective=float("nan"), X=np.zeros((0, m)),
             job_ids=jobs.ids, gpu_types=jobs.gpu_types, throughputs=jobs.throughputs, solver="none",
             timings={"aggregate_s": 0.0, "build_s": 0.0, "solve_s": 0.0, "total_s": time.perf_counter() - t0},
             sizes={"n_jobs": 0, "n_classes": 0, "n_programs": 0, "max_vars": 0, "max_rows": 0},
+            certificate=cert,
         )
     t_agg = time.perf_counter()
     if aggregate and pol.aggregatable:
@@ -187,25 +198,34 @@ def solve(
         rows = np.asarray(extra.pop("infeasible_rows"), dtype=np.int64)
         members = np.isin(inverse, rows) if inverse is not None else np.isin(np.arange(n), rows)
         extra["infeasible_jobs"] = jobs.ids[members].tolist()
+    status, message = outcome.status, outcome.message
+    cert = certify(pol.name, pol.params(), X, jobs, cluster, status=status, objective=outcome.objective, extra=extra)
+    if not cert.ok:
+        log.warning("%s: %s (solver status %r)", pol.name, cert.message, status)
+        extra["solver_status"] = status
+        message = f"{cert.message} (solver status {status!r}: {message})"
+        status = FAILED_STATUS
     total_s = time.perf_counter() - t0
     log.info(
         "%s: %s objective=%.6g (%d jobs, %d classes, %d programs, %.3fs)",
-        pol.name, outcome.status, outcome.objective, n, work.n_jobs, ctx.n_programs, total_s,
+        pol.name, status, outcome.objective, n, work.n_jobs, ctx.n_programs, total_s,
     )
     return Allocation(
         policy=pol.name,
         params=pol.params(),
-        status=outcome.status,
-        success=outcome.status in SUCCESS_STATUSES,
-        message=outcome.message,
+        status=status,
+        success=status in SUCCESS_STATUSES,
+        message=message,
         objective=outcome.objective,
         X=X,
         job_ids=jobs.ids,
         gpu_types=jobs.gpu_types,
         throughputs=jobs.throughputs,
         solver=",".join(ctx.backends_used) or "none",
-        timings={"aggregate_s": aggregate_s, "build_s": ctx.build_s, "solve_s": ctx.solve_s, "total_s": total_s},
+        timings={"aggregate_s": aggregate_s, "build_s": ctx.build_s, "solve_s": ctx.solve_s,
+                 "certificate_s": cert.seconds, "total_s": total_s},
         sizes={"n_jobs": n, "n_classes": work.n_jobs, "n_programs": ctx.n_programs,
                "max_vars": ctx.max_vars, "max_rows": ctx.max_rows},
         extra=extra,
+        certificate=cert,
     )

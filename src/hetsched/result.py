@@ -8,6 +8,8 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from .certificate import Certificate
+
 __all__ = ["Allocation"]
 
 
@@ -22,9 +24,11 @@ class Allocation:
     params : dict
         Policy parameters as given.
     status : str
-        "optimal", "infeasible", "unbounded", "time_limit", ... (see ``hetsched.solvers.STATUSES``).
+        "optimal", "infeasible", "unbounded", "time_limit", ... (see ``hetsched.solvers.STATUSES``),
+        or "failed_certificate" when the solver's answer failed the independent re-check
+        (:attr:`certificate`; the solver's own status is then in ``extra["solver_status"]``).
     success : bool
-        ``status == "optimal"``.
+        ``status == "optimal"`` (False when the certificate failed).
     message : str
         What happened, in words (solver status, infeasible jobs, fallbacks).
     objective : float
@@ -46,6 +50,9 @@ class Allocation:
         ``n_jobs``, ``n_classes`` (after aggregation), ``n_programs``, ``max_vars``, ``max_rows``.
     extra : dict
         Policy-specific information (e.g. ``infeasible_jobs``, ``mip_gap``, ``stage1_level``).
+    certificate : Certificate or None
+        Independent re-check of ``X`` (constraint violations per family, recomputed objective;
+        see :mod:`hetsched.certificate`). Set by :func:`hetsched.solve`.
     """
 
     policy: str
@@ -62,6 +69,7 @@ class Allocation:
     timings: dict[str, float] = field(default_factory=dict)
     sizes: dict[str, int] = field(default_factory=dict)
     extra: dict[str, Any] = field(default_factory=dict)
+    certificate: Certificate | None = None
 
     @property
     def effective_throughput(self) -> np.ndarray:
@@ -81,7 +89,15 @@ class Allocation:
 
     def __repr__(self) -> str:
         n, m = self.X.shape
+        cert = self.certificate
+        if cert is None:
+            shown = "none"
+        elif cert.ok:
+            shown = f"ok(max_violation={cert.max_violation:.2g}, objective {cert.objective_check.split(':')[0]})"
+        else:
+            shown = f"FAILED({', '.join(cert.failures) or 'objective'})"
         return (
             f"Allocation(policy={self.policy!r}, status={self.status!r}, objective={self.objective:.6g}, "
-            f"X=<{n}x{m}>, solver={self.solver!r}, total_s={self.timings.get('total_s', float('nan')):.3f})"
+            f"X=<{n}x{m}>, solver={self.solver!r}, total_s={self.timings.get('total_s', float('nan')):.3f}, "
+            f"certificate={shown})"
         )
