@@ -50,6 +50,7 @@ from .base import Policy, PolicyOutcome, register_policy
 from .builder import ProgramBuilder
 from .common import add_base_rows
 from .max_min_fairness import normalized_share_coefficients
+from .params import check_bool, check_real
 from .water_filling import water_fill
 
 __all__ = ["HierarchicalMaxMinFairness"]
@@ -83,6 +84,22 @@ class HierarchicalMaxMinFairness(Policy):
     intra: str = "fairness"
     heterogeneity_aware: bool = True
 
+    def __post_init__(self) -> None:
+        parent = getattr(super(), "__post_init__", None)
+        if parent is not None:
+            parent()
+        if self.entity_weights is not None:
+            if not isinstance(self.entity_weights, Mapping):
+                raise ValidationError(
+                    f"`entity_weights` must be a mapping entity -> positive weight or None; "
+                    f"got {type(self.entity_weights).__name__}."
+                )
+            for k, v in self.entity_weights.items():
+                check_real(v, f"entity_weights[{show(k)}]", low=0.0, low_open=True, rule="a positive number")
+        if not isinstance(self.intra, str) or self.intra not in ("fairness", "fifo"):
+            raise ValidationError(f"`intra` must be 'fairness' or 'fifo'; got {show(self.intra)}.")
+        check_bool(self.heterogeneity_aware, "heterogeneity_aware")
+
     def _entities(self, jobs: JobSet) -> tuple[np.ndarray, np.ndarray, list[Any], list[Any]]:
         """(entity code per row, weight per entity, entity labels, ignored entities)."""
         if jobs.entities is None:
@@ -97,9 +114,8 @@ class HierarchicalMaxMinFairness(Policy):
         ignored: list[Any] = []
         if self.entity_weights is not None:
             given = {str(k): (k, v) for k, v in self.entity_weights.items()}
-            for k, v in self.entity_weights.items():
-                if not isinstance(v, (int, float, np.number)) or not np.isfinite(v) or v <= 0:
-                    raise ValidationError(f"`entity_weights[{show(k)}]` must be a positive number; got {show(v)}.")
+            for k, v in self.entity_weights.items():  # checked at construction; a mapping may change since
+                check_real(v, f"entity_weights[{show(k)}]", low=0.0, low_open=True, rule="a positive number")
             missing = [originals[i] for i, lab in enumerate(labels) if lab not in given]
             if missing:
                 raise ValidationError(
@@ -135,7 +151,10 @@ class HierarchicalMaxMinFairness(Policy):
         if inter.status != "optimal":
             return inter.outcome(lambda X: self.objective_of(X, jobs, cluster))
         level = inter.group_levels * weights
-        floors = level - TOTALS_RELATIVE_SLACK * np.abs(level)
+        # the floors water filling held the entities at (level less its numerical margin,
+        # which the inter-entity X meets) and a relative slack on top: the within-entity
+        # LPs start from a program the inter-entity solution certifies feasible
+        floors = np.minimum(level - TOTALS_RELATIVE_SLACK * np.abs(level), inter.group_floors * weights)
         totals = (codes, mu_u, floors)
         if self.intra == "fairness":
             a = normalized_share_coefficients(jobs, cluster.capacities(jobs.gpu_types), self.heterogeneity_aware)

@@ -26,8 +26,10 @@ Which active jobs cannot rise above :math:`t^\star`?
    (a job that could rise alone would make the sum positive); otherwise the ones that rose
    leave R and the LP is repeated on the rest.
 
-Stuck jobs are frozen at :math:`t^\star` (row :math:`\mathrm{share}_f \ge t^\star (1 - 10^{-9})`)
-and the next level is solved. Every LP is the same model changed in place (costs, bounds, a
+Stuck jobs are frozen at :math:`t^\star` less a small numerical margin (row
+:math:`\mathrm{share}_f \ge t^\star - \epsilon`, :math:`\epsilon` = 1e-9 relative plus the
+solver's measured violation times the row's coefficients; see :func:`water_fill`) and the next
+level is solved; every level freezes at least one job, so there are at most n levels. Every LP is the same model changed in place (costs, bounds, a
 coefficient per frozen row) and re-solved from the previous basis (HiGHS dual/primal
 simplex); the first one uses IPX with crossover when large. Identical jobs are merged by the
 core's aggregation first; the lexicographic optimum is symmetric, so this is exact.
@@ -55,14 +57,20 @@ import numpy as np
 
 from ..cluster import Cluster
 from ..engine import SolveContext
+from ..errors import ValidationError, show
 from ..jobs import JobSet
 from ..solvers.registry import AUTO_IPM_MIN_VARS
 from .base import Policy, PolicyOutcome, register_policy
 from .builder import ProgramBuilder
 from .common import STAGE2_RELATIVE_SLACK, add_base_rows
 from .max_min_fairness import normalized_share_coefficients
+from .params import check_bool, check_int, check_real
 
 __all__ = ["MaxMinFairnessWaterFilling"]
+
+#: A level is re-imposed this many times the worst level lift the solver's violations allow
+#: below itself (see :meth:`_LevelModel.margin`).
+MARGIN_FACTOR = 4.0
 
 
 @register_policy
@@ -76,11 +84,13 @@ class MaxMinFairnessWaterFilling(Policy):
         As in :class:`~hetsched.formulations.max_min_fairness.MaxMinFairness`.
     rise_tol : float, default 1e-7
         A job whose share can rise by less than ``rise_tol`` times the level is treated as
-        stuck at that level.
+        stuck at that level; a number in (0, 1), smaller than ``slack_cap``.
     slack_cap : float, default 1e-4
-        Cap on each job's slack in the slack LPs, relative to the level (see above).
+        Cap on each job's slack in the slack LPs, relative to the level (see above); a number
+        in (0, 1].
     max_lps : int, default 100000
-        Safety cap on LP re-solves; reaching it ends with status "iteration_limit".
+        Safety cap on LP re-solves (a positive integer); reaching it ends with status
+        "iteration_limit". Independently, there are never more levels than jobs.
     """
 
     name = "max_min_fairness_water_filling"
@@ -88,6 +98,13 @@ class MaxMinFairnessWaterFilling(Policy):
     rise_tol: float = 1e-7
     slack_cap: float = 1e-4
     max_lps: int = 100_000
+
+    def __post_init__(self) -> None:
+        parent = getattr(super(), "__post_init__", None)
+        if parent is not None:
+            parent()
+        check_water_filling_params(self.rise_tol, self.slack_cap, self.max_lps)
+        check_bool(self.heterogeneity_aware, "heterogeneity_aware")
 
     def coefficients(self, jobs: JobSet, cluster: Cluster) -> np.ndarray:
         """Normalized-share coefficients ``a`` (as for max-min fairness)."""
@@ -106,9 +123,26 @@ class MaxMinFairnessWaterFilling(Policy):
         return fill.outcome(lambda X: self.objective_of(X, jobs, cluster))
 
 
+def check_water_filling_params(rise_tol, slack_cap, max_lps) -> None:
+    """Validate the numerical parameters of :func:`water_fill` (ValidationError naming the
+    parameter, the rule and the value)."""
+    check_real(rise_tol, "rise_tol", low=0.0, high=1.0, low_open=True, high_open=True)
+    check_real(slack_cap, "slack_cap", low=0.0, high=1.0, low_open=True)
+    if rise_tol >= slack_cap:
+        raise ValidationError(
+            f"`rise_tol` must be smaller than `slack_cap` ({show(slack_cap)}): a rise is only seen "
+            f"below the cap; got {show(rise_tol)}."
+        )
+    check_int(max_lps, "max_lps", low=1)
+
+
 @dataclass(frozen=True, eq=False)
 class WaterFill:
-    """Result of :func:`water_fill`: X (NaN without a solution), level per group, counters."""
+    """Result of :func:`water_fill`: X (NaN without a solution), level per group, counters.
+
+    ``group_floors``: the level each frozen group was held at afterwards (its level less the
+    numerical margin); X meets them, so they can be re-imposed as rows that stay feasible.
+    """
 
     X: np.ndarray
     group_levels: np.ndarray
@@ -116,6 +150,7 @@ class WaterFill:
     message: str
     n_levels: int
     lp_solves: int
+    group_floors: np.ndarray | None = None
 
     def outcome(self, objective, **extra) -> PolicyOutcome:
         """A :class:`PolicyOutcome` with ``objective(X)`` when X exists."""
@@ -151,7 +186,21 @@ def water_fill(
     totals : (group_of, coefficients, floors), optional
         Extra fixed rows ``sum_{j in h} coef_j . X_j >= floor_h`` (e.g. entity totals found
         by an earlier water filling).
+
+    Termination and numerics
+    ------------------------
+    Every level freezes at least one group, so there are at most ``n_groups`` levels and at
+    most ``n_groups + 1`` LPs per level (each slack LP settles at least one group or ends the
+    level); when no group is proven stuck (an inexact solver let every group "rise") the one
+    that rose least is frozen. A level :math:`t^\star` is never re-imposed exactly: a solver
+    returns points that break bounds and rows by up to its feasibility tolerance, and
+    :math:`t^\star` may be inflated by that, so the floor used afterwards (t fixed in the slack
+    LPs, frozen rows) is :math:`t^\star` minus a margin covering the measured violation of
+    the returned point (see :meth:`_LevelModel.margin`). An LP that is feasible by
+    construction and still comes back otherwise is re-solved cold, then with the margins
+    widened (x100, twice), before its status is reported. Time runs out: status "time_limit".
     """
+    check_water_filling_params(rise_tol, slack_cap, max_lps)
     n, m = a.shape
     group_of = np.arange(n) if group_of is None else np.asarray(group_of, dtype=np.int64)
     n_groups = int(group_of.max()) + 1 if n else 0
@@ -159,52 +208,115 @@ def water_fill(
     model = _LevelModel(a, jobs, cluster, ctx, name, group_of, weight, totals)
     active = np.ones(n_groups, dtype=bool)
     group_levels = np.full(n_groups, np.nan)
+    group_margins = np.zeros(n_groups)
     levels: list[float] = []
     last = None
+    retries = 0
 
     def stop(out, status: str, what: str) -> WaterFill:
         X = model.lp.extract_X(out.x) if out is not None and out.has_solution else np.full((n, m), np.nan)
         return WaterFill(X, group_levels, status, f"water filling: {what} after {len(levels)} level(s)",
-                         len(levels), model.solves)
+                         len(levels), model.solves, group_levels - group_margins)
 
-    while active.any():
+    def out_of_time() -> bool:
+        left = ctx.remaining()
+        return left is not None and left <= 0
+
+    def solve_feasible(relax):
+        """Solve an LP that is feasible by construction; on failure retry cold, then call
+        ``relax(factor)`` to widen its margins and retry (the status reported is the last)."""
+        nonlocal retries
+        out = model.solve()
+        for factor in (None, 100.0, 100.0):
+            if out.success or out.status == "time_limit" or model.solves >= max_lps:
+                break
+            retries += 1
+            if factor is not None:
+                relax(factor)
+            out = model.solve(cold=True)
+        return out
+
+    # every level freezes >= 1 group: the loop is bounded by n_groups whatever the solver does
+    for _ in range(n_groups):
+        if not active.any():
+            break
         if model.solves >= max_lps:
             return stop(last, "iteration_limit", f"stopped at {max_lps} LPs")
+        if out_of_time():
+            return stop(last, "time_limit", f"time limit of {ctx.time_limit}s reached")
         model.level_mode()
-        out = model.solve()
+
+        def relax_frozen(factor: float) -> None:
+            frozen = ~active & ~np.isnan(group_levels)
+            if frozen.any():
+                model.freeze(frozen, (group_levels[frozen] - factor * group_margins[frozen]) * weight[frozen])
+            group_margins[frozen] *= factor
+
+        out = solve_feasible(relax_frozen)
         if not out.success:
-            return stop(out, out.status, f"level LP {len(levels) + 1} ended {out.status!r}")
+            return stop(out if out.has_solution else last, out.status,
+                        f"level LP {len(levels) + 1} ended {out.status!r}")
         last = out
         level = float(out.x[model.t])
-        floor = level - STAGE2_RELATIVE_SLACK * abs(level)
+        margin = model.margin(out.x, level, active)
+        floor = level - margin
+        scale = max(abs(level), 1e-12)
+        # a stuck group's slack can reach the margin (t is fixed `margin` below its share):
+        # only a rise clearly above it counts
+        threshold = rise_tol * scale + 2.0 * margin
         stuck = np.zeros(n_groups, dtype=bool)
         if model.vertex_duals and out.row_dual is not None:
             stuck = active & (np.abs(out.row_dual[model.level_rows]) > 1e-9)
         undecided = active & ~stuck
+        rose_by = np.full(n_groups, np.inf)
         # small caps: if the undecided groups that can rise can all rise together by `cap`,
         # maximizing the capped sum raises every one of them, so one LP usually settles
         # all of them (a convex combination of single-group raises raises all at once)
-        cap = slack_cap * max(level, 1e-12)
-        while undecided.any():
+        cap = max(slack_cap * scale, 10.0 * threshold)
+        for _ in range(int(undecided.sum())):  # each slack LP settles >= 1 group or ends
+            if not undecided.any():
+                break
+            if out_of_time():
+                return stop(last, "time_limit", f"time limit of {ctx.time_limit}s reached")
             model.slack_mode(undecided, cap, floor)
-            out = model.solve()
+
+            def relax_t(factor: float) -> None:
+                nonlocal floor, margin
+                margin *= factor
+                floor = level - margin
+                model.slack_mode(undecided, cap, floor)
+
+            out = solve_feasible(relax_t)
             if not out.success:
-                return stop(out, out.status, f"slack LP at level {len(levels) + 1} ended {out.status!r}")
+                return stop(out if out.has_solution else last, out.status,
+                            f"slack LP at level {len(levels) + 1} ended {out.status!r}")
             last = out
-            rose = undecided & (out.x[model.s_cols] > rise_tol * max(level, 1e-12))
+            sigma = out.x[model.s_cols]
+            rose = undecided & (sigma > threshold)
             if not rose.any():
                 stuck |= undecided
                 break
+            rose_by[rose] = sigma[rose]
             undecided &= ~rose
+        if not stuck.any():
+            # t* was optimal, so not every group can rise: the solver was inexact. Freeze
+            # the group(s) that rose least, which bounds the number of levels.
+            lowest = rose_by[active].min()
+            stuck = active & (rose_by <= lowest)
         model.freeze(stuck, floor * weight[stuck])
         group_levels[stuck] = level
+        group_margins[stuck] = margin
         active &= ~stuck
         levels.append(level)
+    if active.any():  # unreachable: every level freezes a group
+        return stop(last, "iteration_limit", f"{int(active.sum())} group(s) left after {n_groups} levels")
     if last is None:  # no groups
-        return WaterFill(np.zeros((n, m)), group_levels, "optimal", "water filling: nothing to fill", 0, 0)
+        return WaterFill(np.zeros((n, m)), group_levels, "optimal", "water filling: nothing to fill", 0, 0,
+                         group_levels)
+    note = f", {retries} retried" if retries else ""
     return WaterFill(model.lp.extract_X(last.x), group_levels, "optimal",
-                     f"water filling: {len(levels)} level(s), {model.solves} LP solve(s) ({model.mode})",
-                     len(levels), model.solves)
+                     f"water filling: {len(levels)} level(s), {model.solves} LP solve(s) ({model.mode}{note})",
+                     len(levels), model.solves, group_levels - group_margins)
 
 
 class _LevelModel:
@@ -241,6 +353,7 @@ class _LevelModel:
                            lb=floors, ub=np.inf, n_rows=len(floors))
             self.lp = b.build(sense="max", x_index=X.x_index, name=name)
         self.s_cols = s + np.arange(n_groups)
+        self.weight = weight
         self.ctx = ctx
         lp = self.lp
         large = lp.n_vars >= AUTO_IPM_MIN_VARS
@@ -259,6 +372,36 @@ class _LevelModel:
         row_of_entry = np.repeat(np.arange(self.A.shape[0]), np.diff(self.A.indptr))
         in_level = (row_of_entry >= self.level_rows[0]) & (row_of_entry <= self.level_rows[-1])
         self.t_pos = np.flatnonzero(in_level & (self.A.indices == self.t))
+        # per group: sum of |share coefficients| / W_g, what a violation of eps on every
+        # variable bound can add to the group's level
+        self.level_l1 = np.bincount(group_of[X.job], weights=np.abs(a[X.job, X.gpu]),
+                                    minlength=n_groups) / weight
+        self.ptol = float(ctx.options.get("primal_feasibility_tolerance", 1e-9)) if self.mode == "warm" else 1e-9
+
+    def violation(self, x: np.ndarray) -> float:
+        """Largest bound or row violation of ``x`` in the current program (0 when feasible)."""
+        act = self.A @ x
+        with np.errstate(invalid="ignore"):
+            parts = [self.row_lb - act, act - self.lp.row_ub, self.col_lb - x, x - self.col_ub]
+        worst = max((float(np.nanmax(p)) for p in parts if p.size), default=0.0)
+        return max(worst, 0.0)
+
+    def margin(self, x: np.ndarray, level: float, active: np.ndarray) -> float:
+        """How far below a level ``level`` read off ``x`` it is safe to re-impose it.
+
+        ``x`` breaks bounds and rows by up to ``v`` = :meth:`violation` (taken between 1e-3
+        and 1 times the HiGHS feasibility tolerance: looser backends such as CBC, which
+        prints 8 digits, accept their own violations anyway), which can lift a group's level by up to ``v`` times
+        the sum of its coefficients (and ``v / W_g`` through its own row): the margin is
+        ``MARGIN_FACTOR`` times that plus the relative slack ``STAGE2_RELATIVE_SLACK``.
+        It is kept this small on purpose: a frozen group may end anywhere within its margin,
+        and a shift there can move another group's share a hundred times as much. A later
+        LP that overshoots a row by the tolerance against a frozen floor can still leave no
+        exactly feasible point; :func:`water_fill` then widens the margins and re-solves.
+        """
+        v = min(max(self.violation(x), 1e-3 * self.ptol), self.ptol)
+        spread = float(self.level_l1[active].max()) + 1.0 / float(self.weight[active].min()) if active.any() else 1.0
+        return STAGE2_RELATIVE_SLACK * abs(level) + MARGIN_FACTOR * v * spread
     def _costs(self, cols, values) -> None:
         self.c[cols] = values
         if self.session is not None:
@@ -292,11 +435,13 @@ class _LevelModel:
             self.session.set_coeffs(rows, self.t, 0.0)
             self.session.set_row_bounds(rows, floor, np.inf)
 
-    def solve(self):
-        """Solve the current program (warm re-solve or fresh program)."""
+    def solve(self, cold: bool = False):
+        """Solve the current program (warm re-solve or fresh program; ``cold``: drop the basis)."""
         self.solves += 1
         if self.session is not None:
-            options = self._first if self.session.n_runs == 0 else {"solver": "simplex"}
+            options = self._first if self.session.n_runs == 0 or cold else {"solver": "simplex"}
+            if cold:
+                self.session.clear_basis()
             return self.ctx.rerun(self.session, options=options)
         lp = dataclasses.replace(self.lp, c=self.c.copy(), A=self.A.copy(), col_lb=self.col_lb.copy(),
                                  col_ub=self.col_ub.copy(), row_lb=self.row_lb.copy())
