@@ -102,15 +102,28 @@ class Ledger:
             or not ``restart_seconds`` charges for it; never in the ideal mechanism).
         """
         n_act = active.size
-        r, j = rows.members()
-        is_b = np.arange(r.size) >= rows.n_rows
-        sp = spread[r]
-        rate_e = np.where(is_b, np.where(sp, rows.partner_spread_rate[r], rows.partner_rate[r]),
-                          np.where(sp, rows.spread_rate[r], rows.rate[r]))
-        share_e = rows.share[r]
-        pos = np.searchsorted(active, j)
-        job_rate = np.bincount(pos, weights=rate_e * share_e, minlength=n_act)
-        running = np.bincount(pos, weights=share_e, minlength=n_act) > 0
+        simple = not fluid and not rows.is_pair.any() and bool((rows.share == 1.0).all())  # whole rows, one per job
+        if simple:   # the common case, without the pair / share bookkeeping
+            r, j = np.arange(rows.n_rows), rows.job
+            is_b = np.zeros(rows.n_rows, bool)
+            sp = spread
+            rate_e = np.where(sp, rows.spread_rate, rows.rate) if sp.any() else rows.rate
+            share_e = rows.share
+            pos = np.searchsorted(active, j)
+            job_rate = np.zeros(n_act)
+            job_rate[pos] = rate_e
+            running = np.zeros(n_act, bool)
+            running[pos] = True
+        else:
+            r, j = rows.members()
+            is_b = np.arange(r.size) >= rows.n_rows
+            sp = spread[r]
+            rate_e = np.where(is_b, np.where(sp, rows.partner_spread_rate[r], rows.partner_rate[r]),
+                              np.where(sp, rows.spread_rate[r], rows.rate[r]))
+            share_e = rows.share[r]
+            pos = np.searchsorted(active, j)
+            job_rate = np.bincount(pos, weights=rate_e * share_e, minlength=n_act)
+            running = np.bincount(pos, weights=share_e, minlength=n_act) > 0
         now_type = np.full(n_act, -1, np.int64)
         now_gpus = np.zeros(n_act, np.int64)
         if not fluid:
@@ -119,32 +132,45 @@ class Ledger:
         # restarts: a job on GPUs it did not hold the round before
         held = (self.last_type[j] == rows.gpu_type[r]) & (self.last_gpus[j] == rows.gpus[r]) & ~moved[r]
         event = ~(held | fluid)
-        restart_e = np.where(event, self.restart_seconds, 0.0)
-        restart_job = np.zeros(n_act)
-        restart_job[pos] = restart_e
         started = np.zeros(n_act, bool)
         started[pos] = event
-        avail = np.maximum(L - restart_job, 0.0)
+        restart_job = np.zeros(n_act)
+        if self.restart_seconds > 0:
+            restart_e = np.where(event, self.restart_seconds, 0.0)
+            restart_job[pos] = restart_e
+            avail = np.maximum(L - restart_job, 0.0)
+        else:
+            restart_e = np.zeros(r.size)
+            avail = np.full(n_act, L)
         rem = self.total[active] - self.done[active]
         with np.errstate(divide="ignore", invalid="ignore"):
             fin = running & (job_rate > 0) & (rem <= job_rate * avail * (1 + 1e-12))
             dt = np.where(fin, restart_job + rem / np.where(job_rate > 0, job_rate, 1.0), np.where(running, L, 0.0))
         dt = np.minimum(dt, L)
         steps = np.where(fin, rem, job_rate * avail)
-        row_dt = np.zeros(rows.n_rows)
-        np.maximum.at(row_dt, r, dt[pos])
+        if simple:
+            row_dt = dt[pos]
+        else:
+            row_dt = np.zeros(rows.n_rows)
+            np.maximum.at(row_dt, r, dt[pos])
         busy = np.bincount(rows.gpu_type, weights=rows.gpus * rows.share * row_dt, minlength=self.m)
         # per-job accounting
-        n_members = np.bincount(r, minlength=rows.n_rows)[r]
-        np.add.at(self.gpu_sec.reshape(-1), j * self.m + rows.gpu_type[r], rows.gpus[r] * share_e * dt[pos] / n_members)
+        if simple:
+            self.gpu_sec[j, rows.gpu_type] += rows.gpus * dt[pos]
+        else:
+            n_members = np.bincount(r, minlength=rows.n_rows)[r]
+            np.add.at(self.gpu_sec.reshape(-1), j * self.m + rows.gpu_type[r],
+                      rows.gpus[r] * share_e * dt[pos] / n_members)
         ran_before = self.last_type[active] >= 0
         preempted = np.zeros(n_act, bool) if fluid else ran_before & (now_type != self.last_type[active])
         migrated = preempted & running
-        migrated[pos[moved[r]]] = True
+        if moved.any():
+            migrated[pos[moved[r]]] = True
         self.preempt[active] += preempted
         self.migr[active] += migrated
         self.restarts[active] += started
-        self.restart_sec[active] += np.minimum(restart_job, L)
+        if self.restart_seconds > 0:
+            self.restart_sec[active] += np.minimum(restart_job, L)
         first = running & np.isnan(self.start[active])
         self.start[active[first]] = t
         with np.errstate(divide="ignore", invalid="ignore"):

@@ -72,7 +72,7 @@ class RoundPlacer:
             if t in largest:
                 largest[t] = max(largest[t], int(g))
         self.largest_server = np.array([largest[t] for t in gpu_types], dtype=np.int64)
-        self.previous: dict[Any, np.ndarray] | None = None
+        self.previous: Any = None   # a Placement, or job -> GPU ids of the rows that ran
 
     def place(self, rows: RoundRows) -> PlacedRound:
         """Place ``rows`` (rows that cannot be consolidated as they must are left out)."""
@@ -93,7 +93,7 @@ class RoundPlacer:
                            seconds=time.perf_counter() - t0)
 
     def _place(self, rows: RoundRows, idx: np.ndarray, placed: np.ndarray, spread: np.ndarray,
-               migrated: np.ndarray, reason: np.ndarray) -> dict[Any, np.ndarray]:
+               migrated: np.ndarray, reason: np.ndarray) -> Any:
         """Place rows ``idx`` (filling the arrays); the placement of the rows that run is returned
         as the next round's ``previous``.
 
@@ -120,6 +120,8 @@ class RoundPlacer:
         migrated[idx] = np.asarray(pl.migrated, dtype=bool) & ~bad
         reason[idx[~ok]] = np.asarray(pl.reason, dtype=object)[~ok]
         reason[idx[bad]] = "spread_consolidated"
+        if not bad.any():
+            return pl   # every placed row runs: the placement itself is next round's `previous`
         off, gpus = pl.gpu_offset, pl.gpus
         jobs = np.asarray(pl.job_ids).tolist()   # the request's order, that of rows.job[idx]
         return {jobs[i]: gpus[off[i]:off[i + 1]] for i in np.flatnonzero(ok & ~bad).tolist()}

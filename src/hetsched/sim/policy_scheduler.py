@@ -136,6 +136,10 @@ class PolicyScheduler:
     3600.0
     """
 
+    #: Rows come from the round mechanism (capacity, one row per job, members active): the
+    #: driver need not check them again (tests check them with ``check_rows`` directly).
+    rows_checked = True
+
     def __init__(self, policy: str | Policy, *, reallocate: str | float = "on_change", mode: str = "rounds",
                  rule: str = "gavel", stickiness: float = 0.0, work_conserving: bool = True,
                  reset_shares: bool = True, solver: str = "auto", solve_time_limit: float | None = None,
@@ -209,7 +213,7 @@ class PolicyScheduler:
             due = state.pending and since >= self.min_solve_interval - 1e-9
         else:
             due = since >= self.period - 1e-9
-        need = due or (state.X is None and state.configs is None) or not _covers_any(state, view.jobs)
+        need = due or (state.X is None and state.configs is None) or (view.changed and not _covers_any(state, view.jobs))
         if need:
             self._solve(view, state, info)
         # a later solve may change the plan without any arrival or completion
@@ -468,6 +472,8 @@ def _follow(state: PolicyState, view: RoundView, arrivals: str = "carve") -> Non
         return
     active = view.jobs
     u = state.units
+    if u is None and state.keys.shape == active.shape and np.array_equal(state.keys, active):
+        return   # the allocation's rows are exactly the active jobs
     if u is None:
         keep = np.isin(state.keys, active)
         known = state.keys[keep]
