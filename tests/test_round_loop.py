@@ -349,3 +349,23 @@ def test_policy_scheduler_rows_pass_the_rules_it_is_trusted_with(policy) -> None
     res = hs.simulate(sched, {"n_jobs": 15, "rate_per_hour": 20.0, "long_job_prob": 0.0},
                       hs.Cluster.from_servers({"v100": 4, "p100": 4, "k80": 8}, gpus_per_server=4), seed=5)
     assert res.summary["n_completed"] == 15 and sum(n_checked) > 0
+
+
+def test_a_failed_certificate_is_counted_by_the_simulator(monkeypatch) -> None:
+    # A solve whose certificate fails still hands X over (it has a solution), but the round
+    # log marks it not ok and the summary counts it.
+    import dataclasses as dc
+
+    import hetsched.sim.policy_scheduler as ps
+
+    real = ps.solve
+
+    def doctored(policy, jobs, cluster, **kw):
+        res = real(policy, jobs, cluster, **kw)
+        return dc.replace(res, status="failed_certificate", success=False)
+
+    monkeypatch.setattr(ps, "solve", doctored)
+    res = hs.simulate("max_min_fairness", TWO, hs.Cluster({"v100": 1}))
+    assert res.summary["n_completed"] == 2
+    assert res.summary["certificate_failures"] == res.summary["n_solves"] > 0
+    assert res.summary["failed_solves"] == res.summary["n_solves"]

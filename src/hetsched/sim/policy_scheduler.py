@@ -249,6 +249,7 @@ class PolicyScheduler:
                     solve_classes=int(alloc.sizes.get("n_classes", view.n_jobs)))
         state.last_solve = view.now
         state.pending = False
+        info["solve_ok"] = bool(alloc.success)   # e.g. a failed certificate: X is used, the round log says so
         if not alloc.has_solution:
             info["solve_ok"] = False
             log.warning("t=%.0f s: %s returned %r (%s); keeping the previous allocation", view.now, pol.name,
