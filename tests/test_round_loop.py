@@ -369,3 +369,14 @@ def test_a_failed_certificate_is_counted_by_the_simulator(monkeypatch) -> None:
     assert res.summary["n_completed"] == 2
     assert res.summary["certificate_failures"] == res.summary["n_solves"] > 0
     assert res.summary["failed_solves"] == res.summary["n_solves"]
+
+
+def test_a_pair_table_does_not_change_the_generated_jobs() -> None:
+    # A packed policy's generator spec asks for a pair table; the jobs must be the ones every
+    # other policy gets with the same seed, or comparisons are between different workloads.
+    a = generate_workload(30, rate_per_hour=4.0, seed=7)
+    b = generate_workload(30, rate_per_hour=4.0, seed=7, pairs=True)
+    assert b.catalogue.pairs is not None and a.catalogue.pairs is None
+    np.testing.assert_array_equal(a.jobs.throughputs, b.jobs.throughputs)
+    np.testing.assert_array_equal(a.total_steps, b.total_steps)
+    np.testing.assert_array_equal(a.arrival_times, b.arrival_times)

@@ -13,6 +13,7 @@ throughput table); :mod:`hetsched.sim.readers` reads traces from files.
 
 from __future__ import annotations
 
+import copy
 import logging
 import math
 from collections.abc import Mapping, Sequence
@@ -291,7 +292,8 @@ def generate_workload(
         Job ids ``"j0"...`` (None: integers).
     pairs : bool, default False
         Give the generated catalogue a pair table (space sharing; see
-        :func:`hetsched.generate_catalogue`). Ignored with a ``catalogue``.
+        :func:`hetsched.generate_catalogue`). The jobs are the same either way. Ignored with
+        a ``catalogue``.
 
     Returns
     -------
@@ -312,7 +314,18 @@ def generate_workload(
     if catalogue is None:
         if not isinstance(pairs, bool):
             raise ValidationError(f"`pairs` must be True or False; got {pairs!r}.")
-        catalogue = generate_catalogue(gpu_types=gpu_types or ("v100", "p100", "k80"), seed=gen, pairs=pairs)
+        types = gpu_types or ("v100", "p100", "k80")
+        before = copy.deepcopy(gen.bit_generator.state)
+        catalogue = generate_catalogue(gpu_types=types, seed=gen)
+        if pairs:
+            # the same catalogue with a pair table, drawn from a copy of the stream, so that the
+            # jobs sampled below do not depend on `pairs` (a packed policy sees the same workload)
+            twin = np.random.default_rng()
+            twin.bit_generator.state = before
+            with_pairs = generate_catalogue(gpu_types=types, seed=twin, pairs=True)
+            if not np.array_equal(with_pairs.throughputs, catalogue.throughputs):
+                raise AssertionError("generate_catalogue(pairs=True) changed the base table")  # pragma: no cover
+            catalogue = with_pairs
     elif gpu_types is not None:
         catalogue = catalogue.subset(list(gpu_types))
     w = sample_jobs(
