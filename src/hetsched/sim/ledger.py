@@ -101,6 +101,8 @@ class Ledger:
             ``restarts`` (jobs that started on GPUs they did not hold the round before, whether
             or not ``restart_seconds`` charges for it; never in the ideal mechanism).
         """
+        if not self.record_runs and not fluid and not rows.is_pair.any() and bool((rows.share == 1.0).all()):
+            return self._progress_whole_rows(rows, spread, moved, active, t, L)
         n_act = active.size
         simple = not fluid and not rows.is_pair.any() and bool((rows.share == 1.0).all())  # whole rows, one per job
         if simple:   # the common case, without the pair / share bookkeeping
@@ -196,6 +198,58 @@ class Ledger:
                 self.runs[name].append(v)
         return {"finished": fin, "row_seconds": row_dt, "busy": busy, "n_running": int(running.sum()),
                 "preempted": int(preempted.sum()), "migrated": int(migrated.sum()), "restarts": int(started.sum())}
+
+    def _progress_whole_rows(self, rows: RoundRows, spread: np.ndarray, moved: np.ndarray, active: np.ndarray,
+                             t: float, L: float) -> dict[str, Any]:
+        """:meth:`progress` for whole rows of one job each, without a run log: the same
+        accounting on the jobs that run only (tests check it equals the general path)."""
+        jr, k, g = rows.job, rows.gpu_type, rows.gpus
+        rate = np.where(spread, rows.spread_rate, rows.rate) if spread.any() else rows.rate
+        event = ~((self.last_type[jr] == k) & (self.last_gpus[jr] == g) & ~moved)
+        rem = self.total[jr] - self.done[jr]
+        if self.restart_seconds > 0:
+            restart = np.where(event, self.restart_seconds, 0.0)
+            avail = np.maximum(L - restart, 0.0)
+        else:
+            restart = 0.0
+            avail = L
+        with np.errstate(divide="ignore", invalid="ignore"):
+            fin = (rate > 0) & (rem <= rate * avail * (1 + 1e-12))
+            dt = np.minimum(np.where(fin, restart + rem / np.where(rate > 0, rate, 1.0), L), L)
+        steps = np.where(fin, rem, rate * avail)
+        busy = np.bincount(k, weights=g * dt, minlength=self.m)
+        self.gpu_sec[jr, k] += g * dt
+        last = self.last_type[active]
+        pos = np.searchsorted(active, jr)
+        now_type = np.full(active.size, -1, np.int64)
+        now_type[pos] = k
+        preempted = (last >= 0) & (now_type != last)
+        migrated = preempted & (now_type >= 0)
+        if moved.any():
+            migrated[pos[moved]] = True
+        self.preempt[active] += preempted
+        self.migr[active] += migrated
+        self.restarts[jr] += event
+        if self.restart_seconds > 0:
+            self.restart_sec[jr] += np.minimum(restart, L)
+        first = np.isnan(self.start[jr])
+        self.start[jr[first]] = t
+        with np.errstate(divide="ignore", invalid="ignore"):
+            self.iso_time[jr] += np.where(steps > 0, steps / self.iso_rate[jr], 0.0)
+        self.run_seconds[jr] += dt
+        self.done[jr] += steps
+        done_jobs = jr[fin]
+        self.done[done_jobs] = self.total[done_jobs]
+        self.finish[done_jobs] = t + dt[fin]
+        self.completed[done_jobs] = True
+        self.last_type[active] = now_type
+        self.last_gpus[active] = 0
+        self.last_gpus[jr] = g
+        self.last_end[jr] = t + dt
+        finished = np.zeros(active.size, bool)
+        finished[pos[fin]] = True
+        return {"finished": finished, "row_seconds": dt, "busy": busy, "n_running": int(jr.size),
+                "preempted": int(preempted.sum()), "migrated": int(migrated.sum()), "restarts": int(event.sum())}
 
     def log_round(self, **values: Any) -> None:
         """Append one row to the round log (``busy``: GPU-seconds per type)."""
