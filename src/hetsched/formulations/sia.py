@@ -30,9 +30,11 @@ defaults to :math:`p = -0.5`, as does this class); :math:`p = 1` maximises total
 goodput. For :math:`p = 0` this module uses the log form (proportional fairness), the limit
 of :math:`(\hat G^p - 1)/p`, rather than rejecting it. Sia's own objective is
 :math:`\min \sum \hat G^p + \lambda\,\#\text{unallocated}` for :math:`p < 0` (and a
-maximisation for :math:`p > 0`): the same program as here. Unlike the artifact, which
-discounts only re-allocations within the current GPU type, the restart discount below
-applies to every change, migrations included.
+maximisation for :math:`p > 0`): the same program as here. The restart discount below
+applies to every change, migrations included, as in the artifact's simulator (``sia.py``,
+where the migrate factor equals the re-allocation factor); the artifact's physical-cluster
+policy (``adaptdl_sched/policy/mip.py``) discounts only re-allocations within the current
+GPU type.
 :math:`c_j^0` is the job's current configuration (``current``): every *other* configuration
 has its goodput multiplied by :math:`1 - \delta_j` (``restart_penalty``; Sia's factor is
 :math:`(\mathrm{age} - \mathrm{restarts}\cdot t_r)/(\mathrm{age} + t_r)`, i.e.
