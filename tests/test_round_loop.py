@@ -385,13 +385,18 @@ def test_a_pair_table_does_not_change_the_generated_jobs() -> None:
 @pytest.mark.parametrize(("policy", "kw"), [("max_min_fairness", {}), ("fifo", {"restart_seconds": 45.0}),
                                             ("finish_time_fairness", {"reallocate": 1000.0}),
                                             ("max_min_fairness", {"placement": True, "restart_seconds": 400.0})])
-def test_fast_accounting_path_equals_the_general_one(policy, kw) -> None:
-    # Without a run log, whole one-job rows take a lean accounting path; it must give exactly
-    # the jobs and rounds tables of the general path (used when the run log is recorded).
+def test_fast_accounting_path_equals_the_general_one(policy, kw, monkeypatch) -> None:
+    # Whole one-job rows take a lean accounting path; forcing every round through the general
+    # path (pairs, shares) must give exactly the same jobs, rounds and run-log tables.
+    from hetsched.sim.ledger import Ledger
+
     spec = {"n_jobs": 25, "rate_per_hour": 6.0, "long_job_prob": 0.0}
     cl = hs.Cluster({"v100": 8, "p100": 4, "k80": 4})
-    a = hs.simulate(policy, spec, cl, seed=11, record_runs=True, **kw)
-    b = hs.simulate(policy, spec, cl, seed=11, record_runs=False, **kw)
-    pd.testing.assert_frame_equal(a.jobs, b.jobs)
-    timing = [c for c in a.rounds if c.endswith("_s")]
-    pd.testing.assert_frame_equal(a.rounds.drop(columns=timing), b.rounds.drop(columns=timing))
+    lean = hs.simulate(policy, spec, cl, seed=11, **kw)
+    monkeypatch.setattr(Ledger, "_whole_rows", staticmethod(lambda rows, fluid: False))
+    general = hs.simulate(policy, spec, cl, seed=11, **kw)
+    pd.testing.assert_frame_equal(lean.jobs, general.jobs)
+    timing = [c for c in lean.rounds if c.endswith("_s")]
+    pd.testing.assert_frame_equal(lean.rounds.drop(columns=timing), general.rounds.drop(columns=timing))
+    pd.testing.assert_frame_equal(lean.runs, general.runs)
+    assert len(lean.runs) > 0

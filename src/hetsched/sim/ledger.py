@@ -101,31 +101,18 @@ class Ledger:
             ``restarts`` (jobs that started on GPUs they did not hold the round before, whether
             or not ``restart_seconds`` charges for it; never in the ideal mechanism).
         """
-        if not self.record_runs and not fluid and not rows.is_pair.any() and bool((rows.share == 1.0).all()):
-            return self._progress_whole_rows(rows, spread, moved, active, t, L)
+        if self._whole_rows(rows, fluid):
+            return self._progress_whole_rows(rows, spread, moved, active, t, L, rnd)
         n_act = active.size
-        simple = not fluid and not rows.is_pair.any() and bool((rows.share == 1.0).all())  # whole rows, one per job
-        if simple:   # the common case, without the pair / share bookkeeping
-            r, j = np.arange(rows.n_rows), rows.job
-            is_b = np.zeros(rows.n_rows, bool)
-            sp = spread
-            rate_e = np.where(sp, rows.spread_rate, rows.rate) if sp.any() else rows.rate
-            share_e = rows.share
-            pos = np.searchsorted(active, j)
-            job_rate = np.zeros(n_act)
-            job_rate[pos] = rate_e
-            running = np.zeros(n_act, bool)
-            running[pos] = True
-        else:
-            r, j = rows.members()
-            is_b = np.arange(r.size) >= rows.n_rows
-            sp = spread[r]
-            rate_e = np.where(is_b, np.where(sp, rows.partner_spread_rate[r], rows.partner_rate[r]),
-                              np.where(sp, rows.spread_rate[r], rows.rate[r]))
-            share_e = rows.share[r]
-            pos = np.searchsorted(active, j)
-            job_rate = np.bincount(pos, weights=rate_e * share_e, minlength=n_act)
-            running = np.bincount(pos, weights=share_e, minlength=n_act) > 0
+        r, j = rows.members()
+        is_b = np.arange(r.size) >= rows.n_rows
+        sp = spread[r]
+        rate_e = np.where(is_b, np.where(sp, rows.partner_spread_rate[r], rows.partner_rate[r]),
+                          np.where(sp, rows.spread_rate[r], rows.rate[r]))
+        share_e = rows.share[r]
+        pos = np.searchsorted(active, j)
+        job_rate = np.bincount(pos, weights=rate_e * share_e, minlength=n_act)
+        running = np.bincount(pos, weights=share_e, minlength=n_act) > 0
         now_type = np.full(n_act, -1, np.int64)
         now_gpus = np.zeros(n_act, np.int64)
         if not fluid:
@@ -150,19 +137,12 @@ class Ledger:
             dt = np.where(fin, restart_job + rem / np.where(job_rate > 0, job_rate, 1.0), np.where(running, L, 0.0))
         dt = np.minimum(dt, L)
         steps = np.where(fin, rem, job_rate * avail)
-        if simple:
-            row_dt = dt[pos]
-        else:
-            row_dt = np.zeros(rows.n_rows)
-            np.maximum.at(row_dt, r, dt[pos])
+        row_dt = np.zeros(rows.n_rows)
+        np.maximum.at(row_dt, r, dt[pos])
         busy = np.bincount(rows.gpu_type, weights=rows.gpus * rows.share * row_dt, minlength=self.m)
         # per-job accounting
-        if simple:
-            self.gpu_sec[j, rows.gpu_type] += rows.gpus * dt[pos]
-        else:
-            n_members = np.bincount(r, minlength=rows.n_rows)[r]
-            np.add.at(self.gpu_sec.reshape(-1), j * self.m + rows.gpu_type[r],
-                      rows.gpus[r] * share_e * dt[pos] / n_members)
+        n_members = np.bincount(r, minlength=rows.n_rows)[r]
+        np.add.at(self.gpu_sec.reshape(-1), j * self.m + rows.gpu_type[r], rows.gpus[r] * share_e * dt[pos] / n_members)
         ran_before = self.last_type[active] >= 0
         preempted = np.zeros(n_act, bool) if fluid else ran_before & (now_type != self.last_type[active])
         migrated = preempted & running
@@ -189,20 +169,29 @@ class Ledger:
         if self.record_runs and r.size:
             with np.errstate(divide="ignore", invalid="ignore"):
                 frac = np.where(job_rate[pos] > 0, rate_e * share_e / job_rate[pos], 0.0)
-            other = np.where(is_b, rows.job[r], rows.partner[r])
-            for name, v in (("round", np.full(r.size, rnd, np.int64)), ("job", j), ("gpu_type", rows.gpu_type[r]),
-                            ("gpus", rows.gpus[r].astype(float)), ("share", share_e), ("unit", r), ("partner", other),
-                            ("rate", rate_e), ("t_start", np.full(r.size, t)), ("t_end", t + dt[pos]),
-                            ("restart", np.minimum(restart_e, dt[pos])), ("steps", steps[pos] * frac),
-                            ("spread", sp)):
-                self.runs[name].append(v)
+            self._log_runs(rnd, j, rows.gpu_type[r], rows.gpus[r], share_e, r, np.where(is_b, rows.job[r], rows.partner[r]),
+                           rate_e, t, t + dt[pos], np.minimum(restart_e, dt[pos]), steps[pos] * frac, sp)
         return {"finished": fin, "row_seconds": row_dt, "busy": busy, "n_running": int(running.sum()),
                 "preempted": int(preempted.sum()), "migrated": int(migrated.sum()), "restarts": int(started.sum())}
 
+    @staticmethod
+    def _whole_rows(rows: RoundRows, fluid: bool) -> bool:
+        """Whether every row is one job running the whole round (the lean path applies)."""
+        return not fluid and not rows.is_pair.any() and bool((rows.share == 1.0).all())
+
+    def _log_runs(self, rnd: int, job: np.ndarray, gpu_type: np.ndarray, gpus: np.ndarray, share: np.ndarray,
+                  unit: np.ndarray, partner: np.ndarray, rate: np.ndarray, t: float, t_end: np.ndarray,
+                  restart: np.ndarray, steps: np.ndarray, spread: np.ndarray) -> None:
+        """Append one round's entries to the run log (columns :data:`RUN_COLUMNS`)."""
+        n = job.size
+        for name, v in zip(RUN_COLUMNS, (np.full(n, rnd, np.int64), job, gpu_type, gpus.astype(float), share, unit,
+                                         partner, rate, np.full(n, t), t_end, restart, steps, spread)):
+            self.runs[name].append(v)
+
     def _progress_whole_rows(self, rows: RoundRows, spread: np.ndarray, moved: np.ndarray, active: np.ndarray,
-                             t: float, L: float) -> dict[str, Any]:
-        """:meth:`progress` for whole rows of one job each, without a run log: the same
-        accounting on the jobs that run only (tests check it equals the general path)."""
+                             t: float, L: float, rnd: int) -> dict[str, Any]:
+        """:meth:`progress` for whole rows of one job each (:meth:`_whole_rows`): the same
+        accounting done on the jobs that run only (tests check it equals the general path)."""
         jr, k, g = rows.job, rows.gpu_type, rows.gpus
         rate = np.where(spread, rows.spread_rate, rows.rate) if spread.any() else rows.rate
         event = ~((self.last_type[jr] == k) & (self.last_gpus[jr] == g) & ~moved)
@@ -246,6 +235,9 @@ class Ledger:
         self.last_gpus[active] = 0
         self.last_gpus[jr] = g
         self.last_end[jr] = t + dt
+        if self.record_runs and jr.size:
+            self._log_runs(rnd, jr, k, g, rows.share, np.arange(jr.size), rows.partner, rate, t, t + dt,
+                           np.minimum(restart, dt), steps, spread)
         finished = np.zeros(active.size, bool)
         finished[pos[fin]] = True
         return {"finished": finished, "row_seconds": dt, "busy": busy, "n_running": int(jr.size),
