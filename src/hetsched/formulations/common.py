@@ -76,9 +76,14 @@ def proportional_throughput(T: np.ndarray, capacities: np.ndarray) -> np.ndarray
 
 def isolated_allocation(jobs: JobSet, capacities: np.ndarray) -> np.ndarray:
     """Themis/Gavel isolated allocation :math:`x^{iso}` (feasible: capacity and rows hold)."""
-    n_total = max(jobs.n_total, 1)
-    x = np.broadcast_to(capacities / n_total, (jobs.n_jobs, capacities.shape[0])) / jobs.scale_factors[:, None]
-    x = x * (capacities[None, :] >= jobs.scale_factors[:, None])
+    return isolated_allocation_arrays(jobs.scale_factors, capacities, jobs.n_total)
+
+
+def isolated_allocation_arrays(scale_factors: np.ndarray, capacities: np.ndarray, n_total: int) -> np.ndarray:
+    """:func:`isolated_allocation` from gang sizes alone (``n_total`` jobs share the cluster)."""
+    s = np.asarray(scale_factors)
+    x = np.broadcast_to(capacities / max(int(n_total), 1), (s.shape[0], capacities.shape[0])) / s[:, None]
+    x = x * (capacities[None, :] >= s[:, None])
     rows = x.sum(axis=1)
     return x / np.maximum(1.0, rows)[:, None]
 

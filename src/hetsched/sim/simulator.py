@@ -38,7 +38,7 @@ from ..api import validate_problem
 from ..cluster import Cluster
 from ..errors import ValidationError, show
 from ..formulations.base import Policy
-from ..formulations.common import isolated_throughput
+from ..formulations.common import isolated_allocation_arrays
 from ..jobs import JobSet
 from .ledger import Ledger
 from .metrics import package_versions, summarize, window_mask
@@ -477,7 +477,8 @@ class _Workload:
 
     def isolated_rates(self, active: np.ndarray) -> np.ndarray:
         """Throughput of each active job on its isolated share (1/n of every type)."""
-        return isolated_throughput(_Gangs(self.s[active]), self.cap, self.T[active])
+        s = self.s[active]
+        return (self.T[active] * isolated_allocation_arrays(s, self.cap, s.shape[0])).sum(axis=1)
 
     def view(self, ledger: Ledger, active: np.ndarray, t: float, rnd: int, changed: bool) -> RoundView:
         """What the scheduler sees this round."""
@@ -490,14 +491,6 @@ class _Workload:
             deadlines=None if self.deadlines is None else self.deadlines[active],
             entities=None if self.entities is None else self.entities[active], changed=changed,
             context=self.context, waiting=t - np.maximum(self.arrival[active], ledger.last_end[active]))
-
-
-class _Gangs:
-    """The two facts :func:`isolated_throughput` reads from a JobSet (n jobs, gang sizes)."""
-
-    def __init__(self, s: np.ndarray) -> None:
-        self.scale_factors = s
-        self.n_jobs = self.n_total = int(s.shape[0])
 
 
 def _solve_columns(info: Mapping[str, Any]) -> dict[str, Any]:
