@@ -69,8 +69,8 @@ class PolicyState:
         Row keys: job numbers (plain X) or allocation-row keys (``"7"``, ``"7~u"``,
         ``"7+9"``).
     units : dict or None
-        For allocation rows: ``members`` (n, 2), ``gang`` (n,), ``kind`` (n,), ``rate`` and
-        ``partner_rate`` (n, m), ``consolidated`` (n,).
+        For allocation rows: ``members`` (n, 2), ``gang`` (n,), ``rate``, ``partner_rate`` and
+        ``spread_rate`` (n, m), ``consolidated`` (n,).
     configs : DataFrame or None
         For configuration policies: the last solve's ``extra["configurations"]``.
     current : dict
@@ -451,7 +451,7 @@ def _units_from_rows(rows: pd.DataFrame | None, view: RoundView, sensitive: bool
     rate[unc] = T[pa[unc]]
     spread[single & ~unc] = U[pa[single & ~unc]] if not sensitive else rate[single & ~unc]
     gang = view.scale_factors[pa].astype(np.int64)
-    units = {"members": np.stack([ma, mb], axis=1), "gang": gang, "kind": mk, "rate": rate, "partner_rate": prate,
+    units = {"members": np.stack([ma, mb], axis=1), "gang": gang, "rate": rate, "partner_rate": prate,
              "spread_rate": spread, "consolidated": sensitive & single & ~unc & (gang > 1)}
     return np.clip(Xu, 0.0, None), keys, units
 
@@ -511,7 +511,6 @@ def _follow(state: PolicyState, view: RoundView, arrivals: str = "carve") -> Non
     state.units = {
         "members": np.concatenate([u["members"], np.stack([new, np.full(new.size, -1)], axis=1)]),
         "gang": np.concatenate([u["gang"], s_new]),
-        "kind": np.concatenate([u["kind"], np.full(new.size, "single", dtype=object)]),
         "rate": np.concatenate([u["rate"], T[pn]]),
         "partner_rate": np.concatenate([u["partner_rate"], np.zeros((new.size, T.shape[1]))]),
         "spread_rate": np.concatenate([u["spread_rate"], Ufull[pn]]),
