@@ -159,6 +159,12 @@ def level_program(
 STAGE2_RELATIVE_SLACK = 1e-9
 
 
+def _warm_meta(out) -> dict | None:
+    """Stage 1's structured prices for stage 2 (``meta["structured_warm"]``), when it has them."""
+    warm = out.info.get("warm") if isinstance(out.info, dict) else None
+    return None if warm is None else {"structured_warm": warm}
+
+
 def solve_levels(policy, jobs: JobSet, cluster, ctx, a: np.ndarray, *, second_stage: bool, name: str,
                  space=None, **extra):
     """Stage 1 of :func:`level_program` and, when asked, stage 2 at the level found.
@@ -182,7 +188,8 @@ def solve_levels(policy, jobs: JobSet, cluster, ctx, a: np.ndarray, *, second_st
         return first, level
     floor = level - STAGE2_RELATIVE_SLACK * abs(level)
     with ctx.building():
-        lp2 = level_program(jobs, cap, a, floor=floor, name=name, cluster=cluster, space=space)
+        lp2 = level_program(jobs, cap, a, floor=floor, name=name, cluster=cluster, space=space,
+                            meta=_warm_meta(out1))
     out2 = ctx.run(lp2)
     if not out2.success:
         return PolicyOutcome(

@@ -900,9 +900,13 @@ def _solve_floor(P: SeparableProblem, opts: StructuredOptions, deadline: float |
             lam, amb0 = warm
             amb = np.zeros(n, dtype=bool)
             if amb0 is not None:
+                # prices of a level optimum, scaled far above the objective: they choose the
+                # master's jobs well but are no stabilization center (a mix with the
+                # master's prices would be theirs), so the rounds price at the master's
                 amb[amb0] = True
-            lam_best = lam
-            best_upper = float(lam @ C_fin + floor_best(A, P.U, W, c, f, lam).value.sum()) + P.offset
+            else:
+                lam_best = lam
+                best_upper = float(lam @ C_fin + floor_best(A, P.U, W, c, f, lam).value.sum()) + P.offset
     for rnd in range(1, opts.max_rounds + 1):
         if deadline is not None and time.perf_counter() > deadline:
             res.status, res.message = "time_limit", f"time limit after {rnd - 1} master solves"
@@ -949,15 +953,15 @@ def _solve_floor(P: SeparableProblem, opts: StructuredOptions, deadline: float |
         X[amb_idx] = Xa
         X[fj] = Xf
         lower = float((c * X).sum()) + P.offset
-        full = floor_best(A, P.U, W, c, f, lam)
-        upper = float(lam @ C_fin + full.value.sum()) + P.offset
-        rr = np.where(P.U, c - W * lam[None, :], 0.0)
-        cur = (rr[fj] * Xf).sum(axis=1)
-        scale_f = ((np.abs(c[fj]) + W[fj] * lam[None, :]) * (Xf + 1e-300)).sum(axis=1) + np.abs(full.value[fj])
-        excess = (full.value[fj] - cur) / (scale_f + 1e-300)
-        viol = _most_violated(fj, excess, 1e-9, opts, n)
-        res.pricing_s += time.perf_counter() - t_p
+        full, upper, viol = _floor_pricing(P, lam, fj, Xf, C_fin, opts)
         gap = (upper - lower) / max(abs(lower), 1e-300)
+        if viol.size == 0 and gap > opts.gap_tol and lam is not lam_master:
+            # no violators at the stabilized prices proves nothing about the master's jobs:
+            # price at the master's own prices before concluding
+            lam = lam_master
+            full, upper, viol = _floor_pricing(P, lam, fj, Xf, C_fin, opts)
+            gap = (upper - lower) / max(abs(lower), 1e-300)
+        res.pricing_s += time.perf_counter() - t_p
         res.history.append({"round": rnd, "master_jobs": int(amb_idx.size), "groups": agg.size if agg else 0,
                             "master_vars": lp.n_vars, "objective": lower, "upper": upper, "gap": gap,
                             "violators": int(viol.size)})
@@ -988,6 +992,23 @@ def _solve_floor(P: SeparableProblem, opts: StructuredOptions, deadline: float |
         amb[viol] = True
     res.status, res.message = "iteration_limit", f"no certificate after {opts.max_rounds} master LPs"
     return res
+
+
+def _floor_pricing(P: SeparableProblem, lam: np.ndarray, fj: np.ndarray, Xf: np.ndarray, C_fin: np.ndarray,
+                   opts: StructuredOptions):
+    """Closed-form pricing of every job at ``lam``: (choices, Lagrangian upper bound, violators).
+
+    Violators are fixed jobs (rows ``fj`` at ``Xf``) whose best vertex at ``lam`` beats
+    their current one by more than a relative 1e-9.
+    """
+    A, W, c = P.A, P.W, P.c
+    full = floor_best(A, P.U, W, c, P.floors, lam)
+    upper = float(lam @ C_fin + full.value.sum()) + P.offset
+    rr = np.where(P.U[fj], c[fj] - W[fj] * lam[None, :], 0.0)
+    cur = (rr * Xf).sum(axis=1)
+    scale_f = ((np.abs(c[fj]) + W[fj] * lam[None, :]) * (Xf + 1e-300)).sum(axis=1) + np.abs(full.value[fj])
+    excess = (full.value[fj] - cur) / (scale_f + 1e-300)
+    return full, upper, _most_violated(fj, excess, 1e-9, opts, P.n)
 
 
 def _tight_prices(P: SeparableProblem, lam1: np.ndarray) -> np.ndarray:
