@@ -129,6 +129,31 @@ def test_class_aggregation_shrinks_the_program() -> None:
     check_packed(res, w.jobs, cluster, Packing.from_workload(w, cat))
 
 
+def test_max_sum_classes_ignore_steps_without_slos() -> None:
+    """Max-sum reads ``steps_remaining`` only for SLO rows: without slos, jobs of one
+    catalogue row form one class even though their steps differ (the per-job program and
+    the class program have the same optimum); with slos every job keeps its own class."""
+    cat, w, cluster = catalogue_case(5, n=60)
+    assert np.unique(w.jobs.steps_remaining).size == w.jobs.n_jobs  # steps tell every job apart
+    on = Packing.from_workload(w, cat, threshold=1.0)
+    off = Packing.from_workload(w, cat, threshold=1.0, aggregate=False)
+    r_on = hs.solve(P.MaxSumThroughput(packing=on), w.jobs, cluster)
+    r_off = hs.solve(P.MaxSumThroughput(packing=off), w.jobs, cluster)
+    assert r_on.success and r_off.success
+    assert r_on.extra["space"]["n_classes"] <= len(cat)
+    assert r_on.objective == pytest.approx(r_off.objective, rel=1e-6)
+    check_packed(r_on, w.jobs, cluster, on)
+    j = w.jobs
+    slo_jobs = hs.JobSet(j.throughputs, gpu_types=j.gpu_types, scale_factors=j.scale_factors, ids=j.ids,
+                         steps_remaining=j.steps_remaining, slos=np.full(j.n_jobs, 1e9))
+    assert P.MaxSumThroughput().aggregation_fields(slo_jobs) == ("steps_remaining", "slos")
+    assert P.MaxSumThroughput(use_slos=False).aggregation_fields(slo_jobs) == ()
+    r_slo = hs.solve(P.MaxSumThroughput(packing=on), slo_jobs, cluster)
+    assert r_slo.success and r_slo.extra["space"].get("n_classes", j.n_jobs) == j.n_jobs
+    assert P.MaxSumThroughput().aggregation_fields(w.jobs) == ()
+    assert P.MaxSumThroughput(use_slos=False).aggregation_fields(w.jobs) == ()
+
+
 def test_threshold_one_is_exact_and_larger_thresholds_only_lose() -> None:
     cat, w, cluster = catalogue_case(5, n=40)
     objs = {}

@@ -186,7 +186,7 @@ def solve(
         )
     t_agg = time.perf_counter()
     if aggregate and pol.aggregatable:
-        classes = aggregate_jobs(jobs, pol.reads)
+        classes = aggregate_jobs(jobs, pol.aggregation_fields(jobs))
         work, inverse = classes.jobs, classes.inverse
     else:
         work, inverse = jobs, None

@@ -68,6 +68,15 @@ class Policy:
     aggregatable: ClassVar[bool] = True
 
     # ------------------------------------------------------------------ API
+    def aggregation_fields(self, jobs: JobSet) -> tuple[str, ...]:
+        """Optional fields that tell ``jobs`` apart for this policy (the aggregation key).
+
+        Default: :attr:`reads`. A policy whose use of a field depends on its parameters or on
+        which fields ``jobs`` carries returns fewer, so that jobs differing only in a field
+        the program ignores still merge into one class.
+        """
+        return self.reads
+
     def formulate(self, jobs: JobSet, cluster: Cluster) -> LinearProgram:
         """The program whose optimum is this policy's allocation."""
         raise NotImplementedError(f"policy {self.name!r} is not a single program; call solve()")

@@ -92,6 +92,10 @@ class MaxSumThroughput(SpaceOptions, Policy):
             c = c / price[None, :]
         return np.where(mask, c, 0.0)
 
+    def aggregation_fields(self, jobs: JobSet) -> tuple[str, ...]:
+        """``steps_remaining`` and ``slos`` matter only when SLO rows are added."""
+        return self.reads if (self.use_slos and jobs.has("slos")) else ()
+
     def _slo_targets(self, jobs: JobSet) -> np.ndarray | None:
         if not (self.use_slos and jobs.has("slos")):
             return None

@@ -632,7 +632,7 @@ class SpaceOptions:
         if not all(o.aggregate for o in opts):
             return None
         with ctx.building():
-            classes = space_classes(jobs, self.reads, packing=self.packing,  # type: ignore[attr-defined]
+            classes = space_classes(jobs, self.aggregation_fields(jobs), packing=self.packing,  # type: ignore[attr-defined]
                                     placement_sensitivity=self.placement_sensitivity)
         if classes is None:
             return None
