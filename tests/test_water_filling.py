@@ -92,15 +92,11 @@ def test_matches_textbook_lexicographic_solver(seed):
     np.testing.assert_allclose(got, want, rtol=1e-6, atol=1e-9)
 
 
-@pytest.mark.parametrize("seed", range(15))
-def test_no_share_can_rise_without_lowering_a_smaller_one(seed):
-    """Pareto property of the lexicographic optimum, checked by LP for every job j:
-    max share_j s.t. every job with share <= share_j keeps its share -> no more than share_j."""
-    jobs, cluster, T, s, w, C = instance(100 + seed)
-    res = hs.solve("max_min_fairness_water_filling", jobs, cluster)
-    a = shares_matrix(T, s, w, C)
+def pareto_rises(a, s, C, sh):
+    """For every job j, by LP: the most share_j can reach while every job with a share at
+    most share_j keeps its share. Returns those maxima (the lexicographic optimum has
+    max_j <= share_j for all j)."""
     n, m = a.shape
-    sh = (a * res.X).sum(1)
     nv = n * m
     base_rows, base_rhs = [], []
     for j in range(n):
@@ -108,6 +104,7 @@ def test_no_share_can_rise_without_lowering_a_smaller_one(seed):
     for k in range(m):
         r = np.zeros(nv); r[k:nv:m] = s; base_rows.append(r); base_rhs.append(C[k])
     bounds = [(0, None if a[j, k] > 0 else 0) for j in range(n) for k in range(m)]
+    best = np.zeros(n)
     for j in range(n):
         rows, rhs = list(base_rows), list(base_rhs)
         for i in range(n):
@@ -116,7 +113,21 @@ def test_no_share_can_rise_without_lowering_a_smaller_one(seed):
         c = np.zeros(nv); c[j * m:(j + 1) * m] = -a[j]
         out = linprog(c, A_ub=np.array(rows), b_ub=np.array(rhs), bounds=bounds, method="highs")
         assert out.status == 0
-        assert -out.fun <= sh[j] * (1 + 1e-6) + 1e-9, (j, -out.fun, sh[j])
+        best[j] = -out.fun
+    return best
+
+
+@pytest.mark.parametrize("seed", range(15))
+def test_no_share_can_rise_without_lowering_a_smaller_one(seed):
+    """Pareto property of the lexicographic optimum, checked by LP for every job j:
+    max share_j s.t. every job with share <= share_j keeps its share -> no more than share_j."""
+    jobs, cluster, T, s, w, C = instance(100 + seed)
+    res = hs.solve("max_min_fairness_water_filling", jobs, cluster)
+    a = shares_matrix(T, s, w, C)
+    sh = (a * res.X).sum(1)
+    best = pareto_rises(a, s, C, sh)
+    for j in range(len(sh)):
+        assert best[j] <= sh[j] * (1 + 1e-6) + 1e-9, (j, best[j], sh[j])
 
 
 def test_first_level_equals_max_min_and_idle_capacity_is_used():
@@ -180,3 +191,76 @@ def test_every_backend_gives_the_same_shares(solver):
     assert res.success, res.message
     a = shares_matrix(T, s, w, C)
     np.testing.assert_allclose(np.sort((a * res.X).sum(1)), np.sort(textbook_water_filling(a, s, C)), rtol=1e-6)
+
+
+def light_instance(seed):
+    """Distinct throughputs on a lightly loaded cluster: most jobs end at their own cap."""
+    rng = np.random.default_rng(seed)
+    n, m = int(rng.integers(6, 12)), int(rng.integers(1, 4))
+    T = np.exp(rng.normal(0.0, 1.0, (n, m))) * (rng.random((n, m)) > 0.3)
+    T[:, 0] = np.where(T[:, 0] > 0, T[:, 0], rng.uniform(0.2, 1.0, n))
+    s = rng.choice([1, 2], n)
+    w = rng.uniform(0.5, 2.0, n)
+    C = rng.integers(max(2, n // 2), n + 2, m).astype(float)
+    types = [f"g{k}" for k in range(m)]
+    jobs = hs.JobSet(T, gpu_types=types, scale_factors=s, weights=w)
+    return jobs, hs.Cluster({t: int(c) for t, c in zip(types, C)}), T, s, w, C
+
+
+@pytest.mark.parametrize("seed", range(20))
+def test_jobs_frozen_at_their_caps_match_textbook(seed):
+    """Jobs whose level is their own cap (all time on their best type) are frozen in bulk by
+    a search over the caps; the shares must still be the textbook lexicographic optimum."""
+    jobs, cluster, T, s, w, C = light_instance(seed)
+    res = hs.solve("max_min_fairness_water_filling", jobs, cluster, aggregate=False)
+    assert res.success, res.message
+    assert_feasible(res.X, T, s, C)
+    a = shares_matrix(T, s, w, C)
+    got = np.sort((a * res.X).sum(1))
+    want = np.sort(textbook_water_filling(a, s, C))
+    np.testing.assert_allclose(got, want, rtol=1e-6, atol=1e-9)
+
+
+def test_cap_search_needs_far_fewer_lps_than_levels():
+    """512 distinct jobs, 1.5 GPUs per job: hundreds of levels (mostly own caps), and the
+    cap search settles them with a few dozen LPs instead of about two per level."""
+    rng = np.random.default_rng(0)
+    n = 512
+    T = np.exp(rng.normal(0.0, 1.0, (n, 3)))
+    jobs = hs.JobSet(T, gpu_types=["a", "b", "c"], scale_factors=rng.choice([1, 2, 4], n, p=[0.7, 0.2, 0.1]))
+    cluster = hs.Cluster({"a": n // 2, "b": n // 2, "c": n // 2})
+    res = hs.solve("max_min_fairness_water_filling", jobs, cluster)
+    assert res.success, res.message
+    assert res.extra["levels"] > 100
+    assert res.extra["lp_solves"] < res.extra["levels"] / 5
+    a = shares_matrix(T, jobs.scale_factors, jobs.weights, cluster.capacities(jobs.gpu_types).astype(float))
+    share = (a * res.X).sum(1)
+    cap = a.max(1)
+    below = share < cap * (1 - 1e-6)
+    # every job below its cap sits at one of the few capacity levels, all others at their caps
+    assert np.unique(np.round(share[below], 6)).size <= 6
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_cap_search_on_many_caps_keeps_the_pareto_property(seed):
+    """80 distinct jobs with caps on both sides of the capacity levels: the binary search over
+    the caps probes large caps before small ones (a probe must reset every row it does not
+    cap), and no job may end frozen at a cap above a level that capacity imposes."""
+    rng = np.random.default_rng(1000 + seed)
+    n, m = 80, 3
+    T = np.exp(rng.normal(0.0, 1.5, (n, m))) * (rng.random((n, m)) > 0.3)
+    T[:, 0] = np.where(T[:, 0] > 0, T[:, 0], 0.3)
+    s = rng.choice([1, 2, 4], n, p=[0.6, 0.3, 0.1])
+    w = rng.uniform(0.5, 2.0, n)
+    C = np.array([n // 3, n // 4, n // 5], dtype=float)
+    types = ["g0", "g1", "g2"]
+    jobs = hs.JobSet(T, gpu_types=types, scale_factors=s, weights=w)
+    cluster = hs.Cluster({t: int(c) for t, c in zip(types, C)})
+    res = hs.solve("max_min_fairness_water_filling", jobs, cluster, aggregate=False)
+    assert res.success, res.message
+    a = shares_matrix(T, s, w, C)
+    sh = (a * res.X).sum(1)
+    assert res.extra["lp_solves"] < res.extra["levels"]  # the cap search did the work
+    best = pareto_rises(a, s, C, sh)
+    worst = float(np.max((best - sh) / np.maximum(sh, 1e-12)))
+    assert worst < 1e-3, worst

@@ -26,6 +26,14 @@ Which active jobs cannot rise above :math:`t^\star`?
    (a job that could rise alone would make the sum positive); otherwise the ones that rose
    leave R and the LP is repeated on the rest.
 
+3. Own caps: job j's share never exceeds :math:`u_j = \max_k a_{jk}` (its whole time on its
+   best type). When :math:`t^\star` is the lowest active cap, every job whose cap the
+   level can still reach is frozen at its cap at once: c is *reachable* when all active
+   jobs can hold :math:`\min(u_j, c)` together (then capacity stops the level no lower than
+   c); that is monotone in c and tested by one LP (rows with :math:`u_j \le c` ask for
+   :math:`t\,u_j/c`), so a binary search over the distinct caps replaces one level (two
+   LPs) per cap. On distinct jobs of a lightly loaded cluster most levels are caps.
+
 Stuck jobs are frozen at :math:`t^\star` less a small numerical margin (row
 :math:`\mathrm{share}_f \ge t^\star - \epsilon`, :math:`\epsilon` = 1e-9 relative plus the
 solver's measured violation times the row's coefficients; see :func:`water_fill`) and the next
@@ -259,6 +267,18 @@ def water_fill(
         last = out
         level = float(out.x[model.t])
         margin = model.margin(out.x, level, active)
+        capped = _cap_search(model, out, level, margin, active, solve_feasible, max_lps)
+        if capped is not None:
+            # the level is some groups' own cap: freeze every group whose cap the level can
+            # reach (at its cap, less the margin), all at once instead of one level each
+            groups, floors, margins, out = capped
+            last = out
+            model.freeze(groups, floors * weight[groups])
+            group_levels[groups] = model.caps[groups]
+            group_margins[groups] = margins
+            active &= ~groups
+            levels.extend(np.unique(model.caps[groups]).tolist())
+            continue
         floor = level - margin
         scale = max(abs(level), 1e-12)
         # a stuck group's slack can reach the margin (t is fixed `margin` below its share):
@@ -319,6 +339,56 @@ def water_fill(
                      len(levels), model.solves, group_levels - group_margins)
 
 
+def _cap_search(model: "_LevelModel", out, level: float, margin: float, active: np.ndarray, solve_feasible,
+                max_lps: int):
+    r"""Groups frozen at their own caps when the level LP stopped at the lowest active cap.
+
+    A group's level never exceeds its cap :math:`u_g` (every member's whole time on its best
+    type). When the level :math:`t^\star` reached the lowest active cap, the groups with
+    caps :math:`u_g \le c` are all at their caps in the lexicographic optimum as long as
+    every active group can reach :math:`\min(u_g, c)` at once ("c is reachable": then the
+    next level that capacity imposes is at least c). Reachability is monotone in c and is
+    tested by one always-feasible LP: the rows of groups with :math:`u_g \le c` ask for
+    :math:`t u_g / c`, the others for t; c is reachable iff :math:`t^\star \ge c` less the
+    margin. A binary search over the distinct active caps finds the largest reachable one
+    (:math:`\lceil \log_2 \rceil` LPs instead of one level per cap).
+
+    Returns ``(groups, floors, margins, out)`` (``out``: a solution meeting the floors) or
+    None when the level is below every active cap (capacity bound it) or a probe failed.
+    """
+    caps = model.caps
+    cmin = float(caps[active].min())
+    if not (cmin > 0 and level >= cmin - margin):
+        return None
+    vals = np.unique(caps[active])
+    best_i, best_out, best_margin = 0, out, margin
+    lo, hi = 1, vals.size - 1
+    try:
+        while lo <= hi and model.solves < max_lps:
+            mid = (lo + hi) // 2
+            c = float(vals[mid])
+            # every active row is set: a row asked for u_g / c' by an earlier probe is reset
+            model.set_level_coefficients(active, np.minimum(caps[active] / c, 1.0))
+            probe = solve_feasible(lambda factor: None)
+            if not probe.success:
+                return None
+            t = float(probe.x[model.t])
+            m = model.margin(probe.x, c, active)
+            if t >= c - m:
+                best_i, best_out, best_margin = mid, probe, m
+                lo = mid + 1
+            else:
+                hi = mid - 1
+    finally:
+        model.set_level_coefficients(active, np.ones(int(active.sum())))
+    c = float(vals[best_i])
+    groups = active & (caps <= c)
+    # the solution kept meets row_g >= W_g u_g (t / c) >= W_g u_g (1 - best_margin / c)
+    rel = max(best_margin, margin if best_i == 0 else 0.0) / c
+    floors = caps[groups] * (1.0 - rel)
+    return groups, floors, caps[groups] * rel, best_out
+
+
 class _LevelModel:
     """The water-filling LP, changed between solves.
 
@@ -377,6 +447,19 @@ class _LevelModel:
         self.level_l1 = np.bincount(group_of[X.job], weights=np.abs(a[X.job, X.gpu]),
                                     minlength=n_groups) / weight
         self.ptol = float(ctx.options.get("primal_feasibility_tolerance", 1e-9)) if self.mode == "warm" else 1e-9
+        # per group: the highest level it can reach at all (every member's whole time on
+        # its best type): sum_j max_k a_jk / W_g
+        self.caps = np.bincount(group_of, weights=np.where(a > 0, a, 0.0).max(axis=1, initial=0.0),
+                                minlength=n_groups) / weight
+
+    def set_level_coefficients(self, groups: np.ndarray, factor: np.ndarray) -> None:
+        """Level rows of ``groups`` (boolean mask) read ``... - W_g factor_g t``: the group is
+        asked for ``factor_g`` times the level (1 restores the plain row)."""
+        rows = self.level_rows[groups]
+        vals = -self.weight[groups] * factor
+        self.A.data[self.t_pos[groups]] = vals
+        if self.session is not None:
+            self.session.set_coeffs(rows, self.t, vals)
 
     def violation(self, x: np.ndarray) -> float:
         """Largest bound or row violation of ``x`` in the current program (0 when feasible)."""

@@ -72,10 +72,12 @@ class HighsSession:
         for r, a, b in zip(rows.tolist(), lo.tolist(), hi.tolist()):
             self.h.changeRowBounds(r, a, b)
 
-    def set_coeffs(self, rows: np.ndarray, col: int, value: float) -> None:
-        """Set ``A[rows, col] = value``."""
-        for r in np.asarray(rows, dtype=np.int64).tolist():
-            self.h.changeCoeff(r, int(col), float(value))
+    def set_coeffs(self, rows: np.ndarray, col: int, value: Any) -> None:
+        """Set ``A[rows, col] = value`` (a scalar, or one value per row)."""
+        rows = np.asarray(rows, dtype=np.int64)
+        vals = np.broadcast_to(np.asarray(value, dtype=float), rows.shape)
+        for r, v in zip(rows.tolist(), vals.tolist()):
+            self.h.changeCoeff(r, int(col), v)
 
     def clear_basis(self) -> None:
         """Forget the basis: the next :meth:`run` starts cold."""
