@@ -265,3 +265,31 @@ def test_second_stage_certifies_on_distinct_rows_without_fallback(seed):
     assert share.min() == pytest.approx(share_ref.min(), rel=1e-6)
     assert share.sum() == pytest.approx(share_ref.sum(), rel=1e-6)
     assert_feasible(res.X, jobs.throughputs, jobs.scale_factors, cluster.capacities(jobs.gpu_types))
+
+
+@pytest.mark.parametrize("kind", ["plain", "slos", "cpus"])
+def test_auto_sends_large_max_sum_to_the_structured_path(kind):
+    """Max-sum programs are marked block-angular: above AUTO_STRUCTURED_MIN_VARS variables
+    "auto" solves them by the structured path (exact vertex, certified) or, when host-resource
+    rows make them another shape, hands them on; the optimum equals HiGHS simplex's."""
+    from hetsched.solvers.registry import AUTO_STRUCTURED_MIN_VARS
+
+    rng = np.random.default_rng(7)
+    m = 5
+    n = AUTO_STRUCTURED_MIN_VARS // m + 200
+    types = [f"t{k}" for k in range(m)]
+    kw = {}
+    cluster = hs.Cluster({t: n // 10 for t in types})
+    if kind == "slos":
+        kw = {"steps_remaining": rng.uniform(1e3, 1e5, n), "slos": rng.uniform(1e5, 1e7, n)}
+    elif kind == "cpus":
+        kw = {"cpus_per_gpu": rng.choice([2.0, 8.0], n)}
+        cluster = hs.Cluster({t: n // 10 for t in types}, cpus={t: 3 * (n // 10) for t in types})
+    jobs = hs.JobSet(rng.uniform(0.1, 10.0, (n, m)), gpu_types=types, scale_factors=rng.choice([1, 2], n), **kw)
+    auto = hs.solve("max_sum_throughput", jobs, cluster)
+    ref = hs.solve("max_sum_throughput", jobs, cluster, solver="highs", options={"solver": "simplex"})
+    assert auto.status == ref.status == "optimal"
+    assert auto.objective == pytest.approx(ref.objective, rel=1e-7)
+    if kind != "cpus":
+        assert auto.message.startswith("structured: certified"), auto.message
+    assert auto.certificate is not None and auto.certificate.ok

@@ -135,7 +135,7 @@ class MaxSumThroughput(SpaceOptions, Policy):
                 np.maximum.at(row_max, s_rows, vals)
                 need = np.minimum(target / best, 2.0 * row_max)
                 b.add_rows(rows=s_rows, cols=s_cols, vals=vals, lb=need, ub=np.inf, n_rows=n)
-                return finish(b.build(sense="max", x_index=X.x_index, name=self.name))
+                return finish(b.build(sense="max", x_index=X.x_index, name=self.name, meta=_separable(space)))
             s_rows, s_cols, vals = throughput_rows(X, jobs.throughputs / target[:, None])
             if elastic:
                 v = b.add_vars(n, lb=0.0, ub=np.inf, cost=jobs.multiplicity.astype(float))
@@ -145,7 +145,7 @@ class MaxSumThroughput(SpaceOptions, Policy):
                 b.add_rows(rows=rows, cols=cols, vals=vals, lb=1.0, ub=np.inf, n_rows=n)
                 return finish(b.build(sense="min", x_index=X.x_index, name=f"{self.name}:slo_shortfall", meta={"v": v}))
             b.add_rows(rows=s_rows, cols=s_cols, vals=vals, lb=1.0, ub=np.inf, n_rows=n)
-        return finish(b.build(sense="max", x_index=X.x_index, name=self.name))
+        return finish(b.build(sense="max", x_index=X.x_index, name=self.name, meta=_separable(space)))
 
     def objective_of(self, X: np.ndarray, jobs: JobSet, cluster: Cluster) -> float:
         """Total (cost-normalized) throughput of ``X``, counting multiplicities."""
@@ -186,3 +186,11 @@ class MaxSumThroughput(SpaceOptions, Policy):
             return [], f"shortfall LP ended {out.status!r}"
         v = out.x[lp.meta["v"] : lp.meta["v"] + jobs.n_jobs]
         return np.flatnonzero(v > SHORTFALL_TOL).tolist(), "together; one least-shortfall assignment leaves these short"
+
+
+def _separable(space) -> dict:
+    """``meta`` marking a plain (job, type) program as block-angular: only the capacity
+    (and host-resource) rows couple jobs, every other row belongs to one job. ``solver="auto"``
+    then tries the exact structured path on large instances (which parses the program and
+    hands it to a general solver when it is not of that shape)."""
+    return {} if space is not None else {"structure": {"kind": "separable"}}

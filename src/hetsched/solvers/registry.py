@@ -101,8 +101,10 @@ def choose_auto(lp: LinearProgram) -> tuple[str, dict[str, Any]]:
 
     * integer programs: HiGHS branch-and-cut;
     * LPs with fewer than :data:`AUTO_IPM_MIN_VARS` variables: HiGHS dual simplex;
-    * level LPs (max-min, makespan, FTF) with at least :data:`AUTO_STRUCTURED_MIN_VARS`
-      variables: the exact structured path (:mod:`hetsched.structured`);
+    * level LPs (max-min, makespan, FTF) and other programs marked block-angular
+      (``meta["structure"]``, e.g. max-sum throughput) with at least
+      :data:`AUTO_STRUCTURED_MIN_VARS` variables: the exact structured path
+      (:mod:`hetsched.structured`), which hands a program it cannot certify to the choice below;
     * other larger LPs: Clarabel's interior point called directly (HiGHS IPX with crossover
       when Clarabel is not installed).
     """
