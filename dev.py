@@ -3,6 +3,7 @@
 
     python3 dev.py demo     # create/reuse .venv, install hetsched, solve policies on built-in data
     python3 dev.py test     # create/reuse .venv, install hetsched[test], run the test suite
+                            # ([test] includes the [ray] and [dask] extras: no engine test is skipped)
     python3 dev.py bench    # run benchmarks/solver_scaling.py --quick
 
 The virtual environment lives in ``.venv`` next to this file and is reinstalled only when

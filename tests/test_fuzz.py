@@ -28,9 +28,6 @@ SEEDS_BACKEND = 3    # per (policy, backend)
 def _check(rec: dict) -> None:
     if rec["outcome"] in ("ok", "refused"):
         return
-    known = fuzz.KNOWN_FLAKY.get(rec["policy"])
-    if known and (rec["outcome"] in ("spurious", "exception")):
-        pytest.xfail(f"{known}: {rec['status']} {rec['detail'][:120]}")
     pytest.fail(f"{rec['outcome']}: policy={rec['policy']} solver={rec['solver']} seed={rec['seed']} "
                 f"mode={rec['mode']} status={rec['status']!r}: {rec['detail']}")
 

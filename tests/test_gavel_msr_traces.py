@@ -123,10 +123,15 @@ def test_missing_throughput_table_row(tmp_path):
                          steps_arg="--n_steps"))
     p = write(tmp_path, lines)
     with pytest.raises(ValidationError) as info:
-        read_gavel_trace(p, TPUT)
+        read_gavel_trace(p, TPUT, errors="raise")
     msg = str(info.value)
     assert "line 2:" in msg and repr(LM) in msg and "scale factor 16" in msg
     assert "not a row of the throughput table" in msg and "scale factors [1, 2] only" in msg
+    # by default such rows are dropped and counted: Gavel's msr traces are full of them
+    default = read_gavel_trace(p, TPUT)
+    rep = default.meta["load_report"]
+    assert default.n_jobs == 3 and rep["dropped"] == {"no_throughput_row": 2} and rep["malformed"] == {}
+    assert rep["rows"] == 5 and rep["kept"] == 3
     tr = read_gavel_trace(p, TPUT, errors="skip")
     assert tr.n_jobs == 3
     assert tr.job_types.tolist() == [R18, R18, LM]
@@ -199,9 +204,13 @@ def test_every_msr_trace_reads(gavel_table):
 def test_msr_trace_raises_on_the_first_missing_row(gavel_table):
     with pytest.raises(ValidationError, match=r"0e4a51\.trace: line 42: unknown job type "
                                               r"\('Recommendation \(batch size 512\)', scale factor 4\)"):
-        read_gavel_trace(MSR / "seed=0" / "0e4a51.trace", gavel_table)
+        read_gavel_trace(MSR / "seed=0" / "0e4a51.trace", gavel_table, errors="raise")
+    # the default drops and counts them
+    tr = read_gavel_trace(MSR / "seed=0" / "0e4a51.trace", gavel_table)
+    assert tr.n_jobs == MSR_COUNTS["0e4a51"][0]
+    assert tr.meta["load_report"]["dropped"] == {"no_throughput_row": MSR_COUNTS["0e4a51"][1]}
     # a file where every row has a table row reads with errors="raise"
-    assert read_gavel_trace(MSR / "seed=0" / "ed69ec.trace", gavel_table).n_jobs == 951
+    assert read_gavel_trace(MSR / "seed=0" / "ed69ec.trace", gavel_table, errors="raise").n_jobs == 951
 
 
 @needs_gavel

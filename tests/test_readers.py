@@ -4,10 +4,15 @@ of bad row rejected with its row number."""
 from __future__ import annotations
 
 import json
+import math
+import re
+from collections import Counter
+from datetime import datetime, timedelta
 from pathlib import Path
 
 import numpy as np
 import pytest
+from sim_checker import check_simulation
 
 import hetsched as hs
 from hetsched.errors import ValidationError
@@ -20,7 +25,7 @@ from hetsched.sim import (
     simulate,
     trace_from_table,
 )
-from sim_checker import check_simulation
+from hetsched.sim.load_report import EXPECTED_REASONS
 
 FIX = Path(__file__).parent / "fixtures"
 TPUT = FIX / "gavel_throughputs_small.json"
@@ -35,6 +40,36 @@ def write(tmp_path: Path, name: str, text: str) -> Path:
     p = tmp_path / name
     p.write_text(text)
     return p
+
+
+def report_of(out) -> dict:
+    """The load report of a trace or a job table; its counts must add up to its rows."""
+    rep = out.meta["load_report"] if hasattr(out, "meta") else out.attrs["meta"]["load_report"]
+    total = rep["kept"] + sum(rep["dropped"].values()) + sum(rep["malformed"].values()) + sum(rep["filtered"].values())
+    assert total == rep["rows"], rep
+    return rep
+
+
+def check_bad_row(read, match: str, reason: str, n_left: int) -> None:
+    """``read(errors)`` on a file with one bad row. Strict mode raises naming the row; by
+    default a row real traces hold (EXPECTED_REASONS) is dropped and counted, and a
+    malformed one raises; ``errors="skip"`` drops and counts it either way."""
+    with pytest.raises(ValidationError, match=match):
+        read("raise")
+    expected = reason in EXPECTED_REASONS
+    if expected:
+        out = read("drop")
+    else:
+        with pytest.raises(ValidationError, match=match):
+            read("drop")
+        out = read("skip")
+    rep = report_of(out)
+    kind, other = ("dropped", "malformed") if expected else ("malformed", "dropped")
+    assert rep[kind] == {reason: 1} and rep[other] == {}, rep
+    assert re.search(match, rep["examples"][reason][0]), rep["examples"]
+    assert rep["kept"] == n_left
+    n = out.n_jobs if hasattr(out, "n_jobs") else len(out)
+    assert n == n_left
 
 
 # ------------------------------------------------------------------------------ Gavel
@@ -66,25 +101,25 @@ def test_gavel_trace_simulates_and_conserves():
 
 
 @pytest.mark.parametrize(
-    "line_no,replacement,match",
+    "line_no,replacement,match,reason",
     [
-        (2, "LM (batch size 20)\tcmd\tdir\t--steps\t1\t14400\t1\t1\t-1\t-3\n", r"line 2: `arrival_time` must be non-negative"),
-        (2, "LM (batch size 20)\tcmd\tdir\t--steps\t1\t0\t1\t1\t-1\t120\n", r"line 2: `total_steps` must be a positive integer; got '0'"),
-        (2, "LM (batch size 20)\tcmd\tdir\t--steps\t1\t14.5\t1\t1\t-1\t120\n", r"line 2: `total_steps` must be an integer"),
-        (3, "ResNet-18 (batch size 64)\tcmd\tdir\t--steps\t1\t100\t2\t1\t-1\t60\n", r"line 3: `arrival_time` must be non-decreasing; got 60 after 120.5"),
-        (2, "GPT-9 (batch size 1)\tcmd\tdir\t--steps\t1\t100\t1\t1\t-1\t120\n", r"line 2: unknown job type \('GPT-9 \(batch size 1\)', scale factor 1\)"),
-        (2, "LM (batch size 20)\tcmd\tdir\t--steps\t1\t100\t4\t1\t-1\t120\n", r"line 2: unknown job type \('LM \(batch size 20\)', scale factor 4\).*similar"),
-        (2, "LM (batch size 20)\tcmd\tdir\t--steps\t1\t100\t1\t1\t-1\tnan\n", r"line 2: `arrival_time` is missing"),
-        (2, "LM (batch size 20)\tcmd\tdir\t--steps\t1\t100\t1\t0\t-1\t120\n", r"line 2: `priority_weight` must be positive"),
-        (2, "LM (batch size 20)\tcmd\t100\t1\t-1\t120\n", r"line 2: a Gavel trace line has 10 tab-separated columns"),
+        (2, "LM (batch size 20)\tcmd\tdir\t--steps\t1\t14400\t1\t1\t-1\t-3\n", r"line 2: `arrival_time` must be non-negative", "bad_value"),
+        (2, "LM (batch size 20)\tcmd\tdir\t--steps\t1\t0\t1\t1\t-1\t120\n", r"line 2: `total_steps` must be a positive integer; got '0'", "bad_value"),
+        (2, "LM (batch size 20)\tcmd\tdir\t--steps\t1\t14.5\t1\t1\t-1\t120\n", r"line 2: `total_steps` must be an integer", "bad_value"),
+        (3, "ResNet-18 (batch size 64)\tcmd\tdir\t--steps\t1\t100\t2\t1\t-1\t60\n", r"line 3: `arrival_time` must be non-decreasing; got 60 after 120.5", "out_of_order"),
+        (2, "GPT-9 (batch size 1)\tcmd\tdir\t--steps\t1\t100\t1\t1\t-1\t120\n", r"line 2: unknown job type \('GPT-9 \(batch size 1\)', scale factor 1\)", "no_throughput_row"),
+        (2, "LM (batch size 20)\tcmd\tdir\t--steps\t1\t100\t4\t1\t-1\t120\n", r"line 2: unknown job type \('LM \(batch size 20\)', scale factor 4\).*similar", "no_throughput_row"),
+        (2, "LM (batch size 20)\tcmd\tdir\t--steps\t1\t100\t1\t1\t-1\tnan\n", r"line 2: `arrival_time` is missing", "missing_field"),
+        (2, "LM (batch size 20)\tcmd\tdir\t--steps\t1\tlots\t1\t1\t-1\t120\n", r"line 2: `total_steps` must be a number; got 'lots'", "not_a_number"),
+        (2, "LM (batch size 20)\tcmd\tdir\t--steps\t1\t100\t1\t0\t-1\t120\n", r"line 2: `priority_weight` must be positive", "bad_value"),
+        (2, "LM (batch size 20)\tcmd\t100\t1\t-1\t120\n", r"line 2: a Gavel trace line has 10 tab-separated columns", "bad_columns"),
     ],
 )
-def test_gavel_bad_rows(tmp_path, line_no, replacement, match):
+def test_gavel_bad_rows(tmp_path, line_no, replacement, match, reason):
     ls = lines("gavel_small.trace")
     ls[line_no - 1] = replacement
     p = write(tmp_path, "bad.trace", "".join(ls))
-    with pytest.raises(ValidationError, match=match):
-        read_gavel_trace(p, TPUT)
+    check_bad_row(lambda e: read_gavel_trace(p, TPUT, errors=e), match, reason, 3)
     skipped = read_gavel_trace(p, TPUT, errors="skip")
     assert skipped.n_jobs == 3 and len(skipped.meta["skipped"]) == 1
 
@@ -137,22 +172,28 @@ def _philly(tmp_path, mutate):
 
 
 @pytest.mark.parametrize(
-    "mutate,match",
+    "mutate,match,reason",
     [
-        (lambda d: d[1].update(attempts=[]), r"entry 1: job 'application_1506638472019_0002': `attempts` must be a non-empty list"),
-        (lambda d: d[2]["attempts"][0].update(end_time="None"), r"entry 2: .*`attempts\[-1\].end_time` is missing"),
-        (lambda d: d[0]["attempts"][0].update(end_time="2017-10-03 02:00:00"), r"entry 0: .*duration must be positive"),
-        (lambda d: d[0]["attempts"][0].update(detail=[{"ip": "m1", "gpus": []}]), r"entry 0: .*holds no GPUs"),
-        (lambda d: d[2].update(submitted_time="2017-10-03 02:00:00"), r"entry 2: .*arrivals must be non-decreasing"),
-        (lambda d: d[1].update(submitted_time="yesterday"), r"entry 1: .*`submitted_time` must be seconds or a date-time"),
-        (lambda d: d[1].update(jobid=d[0]["jobid"]), r"entry 1: job id 'application_1506638472019_0001' appears twice \(first at entry 0\)"),
+        (lambda d: d[1].update(attempts=[]), r"entry 1: job 'application_1506638472019_0002': `attempts` must be a non-empty list", "never_started"),
+        (lambda d: d[1]["attempts"][-1].update(start_time=None), r"entry 1: .*`attempts\[-1\].start_time` is missing", "never_started"),
+        (lambda d: d[2]["attempts"][0].update(end_time="None"), r"entry 2: .*`attempts\[-1\].end_time` is missing \(got 'None'\)", "unfinished"),
+        (lambda d: d[2]["attempts"][0].pop("end_time"), r"entry 2: .*`attempts\[-1\].end_time` is missing", "unfinished"),
+        (lambda d: d[0]["attempts"][0].update(end_time="2017-10-03 03:00:30"), r"entry 0: .*duration must be positive", "zero_duration"),
+        (lambda d: d[0]["attempts"][0].update(end_time="2017-10-03 02:00:00"), r"entry 0: .*duration must be positive", "negative_duration"),
+        (lambda d: d[0]["attempts"][0].update(detail=[{"ip": "m1", "gpus": []}]), r"entry 0: .*holds no GPUs", "no_gpus"),
+        (lambda d: d[0]["attempts"][0].update(detail="m1"), r"entry 0: .*`attempts\[-1\].detail` must be a list", "bad_detail"),
+        (lambda d: d[2].update(submitted_time="2017-10-03 02:00:00"), r"entry 2: .*arrivals must be non-decreasing", "out_of_order"),
+        (lambda d: d[1].update(submitted_time="yesterday"), r"entry 1: .*`submitted_time` must be seconds or a date-time", "bad_time"),
+        (lambda d: d[1]["attempts"][-1].update(end_time="soon"), r"entry 1: .*`attempts\[-1\].end_time` must be seconds or a date-time", "bad_time"),
+        (lambda d: d[1].update(submitted_time="2017-10-03 03:40:00"), r"entry 1: .*is after the start of its last attempt", "submitted_after_start"),
+        (lambda d: d[1].update(jobid=d[0]["jobid"]), r"entry 1: job id 'application_1506638472019_0001' appears twice \(first at entry 0\)", "duplicate_id"),
+        (lambda d: d[1].update(jobid=""), r"entry 1: `jobid` must be a non-empty string", "missing_field"),
+        (lambda d: d.__setitem__(1, ["not", "a", "job"]), r"entry 1: each entry must be an object; got list", "not_an_object"),
     ],
 )
-def test_philly_bad_rows(tmp_path, mutate, match):
+def test_philly_bad_rows(tmp_path, mutate, match, reason):
     p = _philly(tmp_path, mutate)
-    with pytest.raises(ValidationError, match=match):
-        read_philly_trace(p)
-    assert len(read_philly_trace(p, errors="skip")) == 2
+    check_bad_row(lambda e: read_philly_trace(p, errors=e), match, reason, 2)
 
 
 def test_philly_cluster_fit_sort_and_to_trace(tmp_path):
@@ -191,24 +232,29 @@ def test_helios_fixture():
 
 
 @pytest.mark.parametrize(
-    "line_no,replacement,match",
+    "line_no,replacement,match,reason",
     [
-        (3, "77c3e0,ub,-1,2,1,COMPLETED,2020-04-01 00:01:00,,,60,vc1\n", r"line 3: job '77c3e0': `gpu_num` must be a non-negative integer"),
-        (4, "9a01bb,uc,8,48,1,CANCELLED,2020-04-01 00:05:00,,,0,vc2\n", r"line 4: job '9a01bb': duration must be positive"),
-        (4, "9a01bb,uc,8,48,1,CANCELLED,2020-04-01 00:05:00,,,nan,vc2\n", r"line 4: job '9a01bb': .*`duration`"),
-        (4, "9a01bb,uc,1.5,48,1,CANCELLED,2020-04-01 00:05:00,,,60,vc2\n", r"line 4: job '9a01bb': `gpu_num` must be an integer"),
-        (5, "c2d4e6,ua,2,12,1,FAILED,2020-03-31 00:10:00,,,1800,vc1\n", r"line 5: arrivals must be non-decreasing"),
-        (5, ",ua,2,12,1,FAILED,2020-04-01 00:10:00,,,1800,vc1\n", r"line 5: `job_id` is missing"),
-        (5, "c2d4e6,ua,2,12,1,FAILED,2020-04-01 00:10:00,,,1800,vc1,extra\n", r"line 5: has more cells"),
+        (3, "77c3e0,ub,-1,2,1,COMPLETED,2020-04-01 00:01:00,,,60,vc1\n", r"line 3: job '77c3e0': `gpu_num` must be a non-negative integer", "bad_value"),
+        (4, "9a01bb,uc,8,48,1,CANCELLED,2020-04-01 00:05:00,,,0,vc2\n", r"line 4: job '9a01bb': duration must be positive", "zero_duration"),
+        (4, "9a01bb,uc,8,48,1,CANCELLED,2020-04-01 00:05:00,,,-5,vc2\n", r"line 4: job '9a01bb': duration must be positive; got -5 s", "negative_duration"),
+        (4, "9a01bb,uc,8,48,1,CANCELLED,2020-04-01 00:05:00,,,nan,vc2\n", r"line 4: job '9a01bb': .*`duration`", "unfinished"),
+        (4, "9a01bb,uc,8,48,1,RUNNING,2020-04-01 00:05:00,2020-04-01 00:06:00,,,vc2\n", r"line 4: job '9a01bb': `end_time` is missing", "unfinished"),
+        (4, "9a01bb,uc,8,48,1,CANCELLED,2020-04-01 00:05:00,,,,vc2\n", r"line 4: job '9a01bb': `start_time` is missing", "never_started"),
+        (4, "9a01bb,uc,1.5,48,1,CANCELLED,2020-04-01 00:05:00,,,60,vc2\n", r"line 4: job '9a01bb': `gpu_num` must be an integer", "bad_value"),
+        (4, "9a01bb,uc,eight,48,1,CANCELLED,2020-04-01 00:05:00,,,60,vc2\n", r"line 4: job '9a01bb': `gpu_num` must be a number; got 'eight'", "not_a_number"),
+        (4, "9a01bb,uc,8,48,1,CANCELLED,at five,,,60,vc2\n", r"line 4: job '9a01bb': `submit_time` must be seconds or a date-time", "bad_time"),
+        (5, "c2d4e6,ua,2,12,1,FAILED,2020-03-31 00:10:00,,,1800,vc1\n", r"line 5: arrivals must be non-decreasing", "out_of_order"),
+        (5, ",ua,2,12,1,FAILED,2020-04-01 00:10:00,,,1800,vc1\n", r"line 5: `job_id` is missing", "missing_field"),
+        (5, "4fd8a9,ua,2,12,1,FAILED,2020-04-01 00:10:00,,,1800,vc1\n", r"line 5: job id '4fd8a9' appears twice \(first at line 2\)", "duplicate_id"),
+        (5, "c2d4e6,ua,2,12,1,FAILED,2020-04-01 00:10:00,,,1800,vc1,extra\n", r"line 5: has more cells", "bad_columns"),
     ],
 )
-def test_helios_bad_rows(tmp_path, line_no, replacement, match):
+def test_helios_bad_rows(tmp_path, line_no, replacement, match, reason):
     ls = lines("helios_cluster_log_small.csv")
     ls[line_no - 1] = replacement
     p = write(tmp_path, "cluster_log.csv", "".join(ls))
-    with pytest.raises(ValidationError, match=match):
-        read_helios_trace(p)
-    read_helios_trace(p, errors="skip")
+    # line 3 is the CPU-only job (filtered in the fixture): breaking it leaves the other three
+    check_bad_row(lambda e: read_helios_trace(p, errors=e), match, reason, 3 if line_no == 3 else 2)
 
 
 def test_helios_bad_header_and_cluster(tmp_path):
@@ -238,25 +284,50 @@ def test_pai_fixture():
 
 
 @pytest.mark.parametrize(
-    "table,line_no,replacement,match",
+    "table,line_no,replacement,match,reason",
     [
-        ("job", 2, "job_b2,inst_2,user_y,Failed,1500.0,\n", r"pai_job_table\.csv: line 2: job 'job_b2': `end_time` is missing"),
-        ("job", 2, "job_b2,inst_2,user_y,Failed,1500.0,1400.0\n", r"line 2: job 'job_b2': duration must be positive"),
-        ("job", 2, "job_b2,inst_2,user_y,Failed,1500.0\n", r"line 2: has 5 comma-separated cells"),
-        ("job", 2, "job_b2,inst_2,user_y,Failed,500.0,2100.0\n", r"line 2: arrivals must be non-decreasing"),
-        ("task", 1, "job_zz,worker,1,Terminated,1000.0,4600.0,600.0,29.0,100.0,V100\n", r"pai_task_table\.csv: line 1: task 'worker' names job 'job_zz', which is not in the job table"),
-        ("task", 4, "job_c3,worker,x,Terminated,2000.0,9200.0,600.0,29.0,100.0,P100\n", r"line 4: task 'worker' of job 'job_c3': `inst_num` must be a number"),
+        ("job", 2, "job_b2,inst_2,user_y,Running,1500.0,\n", r"pai_job_table\.csv: line 2: job 'job_b2': `end_time` is missing", "unfinished"),
+        ("job", 2, "job_b2,inst_2,user_y,Waiting,,\n", r"pai_job_table\.csv: line 2: job 'job_b2': `start_time` is missing", "never_started"),
+        ("job", 2, "job_b2,inst_2,user_y,Failed,1500.0,1500.0\n", r"line 2: job 'job_b2': duration must be positive", "zero_duration"),
+        ("job", 2, "job_b2,inst_2,user_y,Failed,1500.0,1400.0\n", r"line 2: job 'job_b2': duration must be positive", "negative_duration"),
+        ("job", 2, "job_b2,inst_2,user_y,Failed,1500.0,later\n", r"line 2: job 'job_b2': `end_time` must be a number; got 'later'", "not_a_number"),
+        ("job", 2, "job_b2,inst_2,user_y,Failed,1500.0\n", r"line 2: has 5 comma-separated cells", "bad_columns"),
+        ("job", 2, "job_b2,inst_2,user_y,Failed,500.0,2100.0\n", r"line 2: arrivals must be non-decreasing", "out_of_order"),
+        ("job", 2, "job_a1,inst_2,user_y,Failed,1500.0,2100.0\n", r"line 2: job 'job_a1' appears twice \(first at line 1\)", "duplicate_id"),
     ],
 )
-def test_pai_bad_rows(tmp_path, table, line_no, replacement, match):
+def test_pai_bad_job_rows(tmp_path, table, line_no, replacement, match, reason):
     jl, tl = lines("pai_job_table_small.csv"), lines("pai_task_table_small.csv")
-    target = jl if table == "job" else tl
-    target[line_no - 1] = replacement
+    jl[line_no - 1] = replacement
     pj = write(tmp_path, "pai_job_table.csv", "".join(jl))
     pt = write(tmp_path, "pai_task_table.csv", "".join(tl))
-    with pytest.raises(ValidationError, match=match):
-        read_pai_trace(pj, pt)
-    read_pai_trace(pj, pt, errors="skip")
+    check_bad_row(lambda e: read_pai_trace(pj, pt, errors=e), match, reason, 2)
+
+
+@pytest.mark.parametrize(
+    "line_no,replacement,match,reason",
+    [
+        (1, "job_zz,worker,1,Terminated,1000.0,4600.0,600.0,29.0,100.0,V100\n", r"pai_task_table\.csv: line 1: task 'worker' names job 'job_zz', which is not in the job table", "unknown_job"),
+        (4, "job_c3,worker,x,Terminated,2000.0,9200.0,600.0,29.0,100.0,P100\n", r"line 4: task 'worker' of job 'job_c3': `inst_num` must be a number", "not_a_number"),
+        (4, "job_c3,worker,4,Terminated,2000.0,9200.0,600.0,29.0,-100.0,P100\n", r"line 4: task 'worker' of job 'job_c3': `inst_num` must be positive and `plan_gpu` non-negative", "bad_value"),
+    ],
+)
+def test_pai_bad_task_rows(tmp_path, line_no, replacement, match, reason):
+    jl, tl = lines("pai_job_table_small.csv"), lines("pai_task_table_small.csv")
+    tl[line_no - 1] = replacement
+    pj = write(tmp_path, "pai_job_table.csv", "".join(jl))
+    pt = write(tmp_path, "pai_task_table.csv", "".join(tl))
+    for errors in ("raise", "drop"):
+        with pytest.raises(ValidationError, match=match):
+            read_pai_trace(pj, pt, errors=errors)
+    t = read_pai_trace(pj, pt, errors="skip")
+    tasks = report_of(t)["tasks"]
+    assert tasks["malformed"] == {reason: 1} and re.search(match, tasks["examples"][reason][0])
+    # a malformed task's job goes with it (its GPU count would be wrong); in the first case
+    # job_a1 lost its only task to job_zz and holds no GPUs
+    assert t["job_id"].tolist() == (["job_b2", "job_c3"] if line_no == 1 else ["job_a1", "job_b2"])
+    if line_no == 4:
+        assert report_of(t)["malformed"] == {"bad_task": 1}
 
 
 def test_pai_with_header_and_load_trace(tmp_path):
@@ -285,3 +356,264 @@ def test_load_trace_dispatch():
         load_trace(FIX / "gavel_small.trace")
     with pytest.raises(ValidationError, match="`format` must be one of"):
         load_trace(FIX / "gavel_small.trace", "slurm", throughputs=TPUT)
+
+
+# ------------------------------------------------------------------------------ rows real traces hold
+def _philly_entry(i, sub, start, end, gpus, *, vc="vc1", status="Pass", attempts=None):
+    att = [{"start_time": start, "end_time": end, "detail": [{"ip": "m1", "gpus": [f"gpu{k}" for k in range(gpus)]}]}]
+    return {"status": status, "vc": vc, "jobid": f"app_{i}", "user": f"u{i % 2}", "submitted_time": sub,
+            "attempts": att if attempts is None else attempts}
+
+
+def test_philly_real_trace_rows_dropped_and_counted(tmp_path):
+    entries = [
+        _philly_entry(0, "2017-10-03 00:00:00", "2017-10-03 00:00:10", "2017-10-03 01:00:10", 1),
+        _philly_entry(1, "2017-10-03 00:01:00", None, None, 1, attempts=[]),                            # never started
+        _philly_entry(2, "2017-10-03 00:02:00", "2017-10-03 00:02:00", "None", 2),                      # unfinished
+        _philly_entry(3, "2017-10-03 00:03:00", "2017-10-03 00:03:30", "2017-10-03 00:03:30", 1),       # zero length
+        _philly_entry(4, "2017-10-03 00:04:00", "2017-10-03 00:04:00", "2017-10-03 00:05:00", 0),       # no GPUs
+        _philly_entry(5, "2017-10-03 00:05:00", None, "2017-10-03 00:06:00", 1),                        # never started
+        _philly_entry(6, "2017-10-03 00:06:00", "2017-10-03 00:06:00", "2017-10-03 00:36:00", 4, vc="vc2"),
+    ]
+    p = write(tmp_path, "cluster_job_log", json.dumps(entries))
+    t = read_philly_trace(p)
+    assert t["job_id"].tolist() == ["app_0", "app_6"]
+    assert t["arrival"].tolist() == [0.0, 360.0] and t["duration"].tolist() == [3600.0, 1800.0]
+    rep = report_of(t)
+    assert rep["rows"] == 7 and rep["kept"] == 2
+    assert rep["dropped"] == {"never_started": 2, "unfinished": 1, "zero_duration": 1, "no_gpus": 1}
+    assert rep["malformed"] == {} and rep["filtered"] == {}
+    assert rep["examples"]["unfinished"] == [f"{p}: entry 2: job 'app_2': `attempts[-1].end_time` is missing (got 'None')"]
+    assert [s.split(": ")[1] for s in t.attrs["meta"]["skipped"]] == ["entry 1", "entry 2", "entry 3", "entry 4", "entry 5"]
+    with pytest.raises(ValidationError, match=r"entry 1: job 'app_1': `attempts` must be a non-empty list"):
+        read_philly_trace(p, errors="raise")
+    # the report travels into the trace built from the table
+    tr = load_trace(p, "philly", throughputs=TPUT, unmatched="skip")
+    assert tr.meta["load_report"]["dropped"] == rep["dropped"]
+
+
+def test_philly_vc_selection(tmp_path):
+    fix = FIX / "philly_cluster_job_log_small.json"
+    one = read_philly_trace(fix, vc="vc1")
+    assert one["job_id"].tolist() == ["application_1506638472019_0001", "application_1506638472019_0003"]
+    assert report_of(one)["filtered"] == {"vc": 1} and one.attrs["meta"]["filtered_vc"] == 1
+    both = read_philly_trace(fix, vc=["vc1", "vc2"])
+    assert len(both) == 3 and report_of(both)["filtered"] == {}
+    # with statuses: each row is counted once, under the first filter it fails
+    t = read_philly_trace(fix, vc="vc1", statuses=["Pass"])
+    assert t["job_id"].tolist() == ["application_1506638472019_0001"]
+    assert report_of(t)["filtered"] == {"status": 2}
+    with pytest.raises(ValidationError, match=r"`vc` must name virtual clusters of .*unknown \['vc9'\]; available: \['vc1', 'vc2'\]"):
+        read_philly_trace(fix, vc=["vc1", "vc9"])
+    with pytest.raises(ValidationError, match="`vc` must be a string, a non-empty sequence of strings or None; got 3"):
+        read_philly_trace(fix, vc=3)
+    novc = write(tmp_path, "novc.json", json.dumps([{k: v for k, v in e.items() if k != "vc"}
+                                                    for e in json.loads(fix.read_text())]))
+    with pytest.raises(ValidationError, match="its entries have no `vc` field"):
+        read_philly_trace(novc, vc="vc1")
+    tr = load_trace(fix, throughputs=TPUT, vc="vc1")  # through load_trace's options
+    assert tr.jobs.ids.tolist() == ["application_1506638472019_0001", "application_1506638472019_0003"]
+
+
+def test_helios_real_trace_rows_dropped_and_counted(tmp_path):
+    text = ("job_id,user,gpu_num,cpu_num,node_num,state,submit_time,start_time,end_time,duration,queue\n"
+            "a,u,1,6,1,COMPLETED,2020-04-01 00:00:00,2020-04-01 00:00:05,2020-04-01 01:00:05,3600,vc1\n"
+            "b,u,0,6,1,COMPLETED,2020-04-01 00:01:00,2020-04-01 00:01:00,2020-04-01 00:02:00,60,vc1\n"   # CPU only
+            "c,u,8,48,1,CANCELLED,2020-04-01 00:02:00,,,0,vc1\n"                                        # zero length
+            "d,u,2,12,1,RUNNING,2020-04-01 00:03:00,2020-04-01 00:03:00,,,vc1\n"                        # unfinished
+            "e,u,4,24,1,CANCELLED,2020-04-01 00:04:00,,,,vc1\n"                                         # never started
+            "f,u,2,12,1,FAILED,2020-04-01 00:05:00,2020-04-01 00:05:00,2020-04-01 00:35:00,1800,vc1\n")
+    p = write(tmp_path, "cluster_log.csv", text)
+    t = read_helios_trace(p)
+    assert t["job_id"].tolist() == ["a", "f"] and t["arrival"].tolist() == [0.0, 300.0]
+    rep = report_of(t)
+    assert (rep["rows"], rep["kept"]) == (6, 2)
+    assert rep["dropped"] == {"zero_duration": 1, "unfinished": 1, "never_started": 1}
+    assert rep["filtered"] == {"cpu_only": 1} and t.attrs["meta"]["cpu_jobs"] == 1
+    done = read_helios_trace(p, states="COMPLETED")
+    assert done["job_id"].tolist() == ["a"] and report_of(done)["filtered"] == {"status": 4, "cpu_only": 1}
+    with pytest.raises(ValidationError, match=r"line 4: job 'c': duration must be positive; got 0 s"):
+        read_helios_trace(p, errors="raise")
+
+
+def test_pai_real_trace_rows_dropped_and_counted(tmp_path):
+    pj = write(tmp_path, "pai_job_table.csv",
+               "j1,i1,u1,Terminated,100.0,700.0\n"
+               "j2,i2,u1,Running,200.0,\n"          # unfinished
+               "j3,i3,u2,Waiting,,\n"               # never started
+               "j4,i4,u2,Terminated,300.0,900.0\n"  # CPU only
+               "j5,i5,u3,Failed,400.0,400.0\n"      # zero length
+               "j6,i6,u3,Terminated,500.0,1500.0\n")
+    pt = write(tmp_path, "pai_task_table.csv",
+               "j1,worker,2,Terminated,100.0,700.0,600.0,29.0,50.0,V100\n"
+               "j2,worker,1,Running,200.0,,600.0,29.0,100.0,V100\n"
+               "j4,ps,1,Terminated,300.0,900.0,600.0,29.0,,\n"
+               "j6,worker,1,Terminated,500.0,1500.0,600.0,29.0,100.0,T4\n"
+               "j6,ps,1,Terminated,500.0,1500.0,600.0,29.0,0.0,MISC\n")
+    t = read_pai_trace(pj, pt)
+    assert t["job_id"].tolist() == ["j1", "j6"]
+    assert t["num_gpus"].tolist() == [2, 1]  # 2 instances x ceil(50 %) ; 1 x 100 % (+ a 0 % task)
+    assert t["gpu_type"].tolist() == ["v100", "t4"]
+    rep = report_of(t)
+    assert (rep["rows"], rep["kept"]) == (6, 2)
+    assert rep["dropped"] == {"unfinished": 1, "never_started": 1, "zero_duration": 1}
+    assert rep["filtered"] == {"cpu_only": 1}
+    assert rep["tasks"]["rows"] == 5 and rep["tasks"]["filtered"] == {"job_not_kept": 1, "cpu_task": 2}
+
+
+def test_errors_argument_is_checked():
+    for read in (lambda: read_philly_trace(FIX / "philly_cluster_job_log_small.json", errors="ignore"),
+                 lambda: read_helios_trace(FIX / "helios_cluster_log_small.csv", errors=True),
+                 lambda: read_gavel_trace(FIX / "gavel_small.trace", TPUT, errors="lenient")):
+        with pytest.raises(ValidationError, match=r"`errors` must be one of \['drop', 'skip', 'raise'\]"):
+            read()
+
+
+# ------------------------------------------------------------------------------ against a row-by-row parse
+def _secs(text):
+    return (datetime.strptime(text, "%Y-%m-%d %H:%M:%S") - datetime(1970, 1, 1)).total_seconds()
+
+
+def _stamp(s):
+    return (datetime(2019, 1, 1) + timedelta(seconds=int(s))).strftime("%Y-%m-%d %H:%M:%S")
+
+
+def _random_philly(rng, n):
+    """Entries in submission order; each kind of row real logs hold at random."""
+    out = []
+    sub = np.sort(rng.integers(0, 10 * 86400, n))
+    for i in range(n):
+        st = int(sub[i] + rng.integers(0, 300))
+        en = st + int(rng.integers(1, 7200))
+        kind = rng.choice(["ok", "never", "nostart", "open", "zero", "nogpu"], p=[0.6, 0.08, 0.08, 0.08, 0.08, 0.08])
+        gpus = 0 if kind == "nogpu" else int(rng.choice([1, 2, 4, 8]))
+        out.append(_philly_entry(i, _stamp(sub[i]), None if kind == "nostart" else _stamp(st),
+                                 "None" if kind == "open" else _stamp(st if kind == "zero" else en), gpus,
+                                 vc=f"vc{i % 3}", attempts=[] if kind == "never" else None))
+    return out
+
+
+def _philly_by_hand(entries):
+    rows, dropped = [], Counter()
+    for i, e in enumerate(entries):
+        if not e["attempts"]:
+            dropped["never_started"] += 1
+            continue
+        last = e["attempts"][-1]
+        if last["start_time"] is None:
+            dropped["never_started"] += 1
+            continue
+        if last["end_time"] == "None":
+            dropped["unfinished"] += 1
+            continue
+        g = sum(len(h["gpus"]) for h in last["detail"])
+        if g == 0:
+            dropped["no_gpus"] += 1
+            continue
+        d = _secs(last["end_time"]) - _secs(last["start_time"])
+        if d == 0:
+            dropped["zero_duration"] += 1
+            continue
+        rows.append((e["jobid"], _secs(e["submitted_time"]), g, d, e["user"], e["status"], f"entry {i}"))
+    return rows, dropped
+
+
+def _compare(table, rows, dropped):
+    got = list(zip(table["job_id"], table["arrival"], table["num_gpus"], table["duration"], table["user"],
+                   table["status"], table["source_row"]))
+    t0 = min(r[1] for r in rows)
+    assert got == [(r[0], r[1] - t0, *r[2:]) for r in rows]
+    assert report_of(table)["dropped"] == dict(dropped)
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_philly_matches_a_row_by_row_parse(tmp_path, seed):
+    entries = _random_philly(np.random.default_rng(seed), 300)
+    p = write(tmp_path, "log.json", json.dumps(entries))
+    rows, dropped = _philly_by_hand(entries)
+    _compare(read_philly_trace(p), rows, dropped)
+    # one virtual cluster: the same rows of that VC
+    sel = [e if e["vc"] == "vc1" else None for e in entries]
+    rows1, dropped1 = _philly_by_hand([e or {"attempts": [{"start_time": None}]} for e in sel])
+    dropped1["never_started"] -= sel.count(None)
+    _compare(read_philly_trace(p, vc="vc1"), rows1, +dropped1)
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_helios_matches_a_row_by_row_parse(tmp_path, seed):
+    rng = np.random.default_rng(seed)
+    lines_, rows, dropped, cpu = ["job_id,user,gpu_num,cpu_num,node_num,state,submit_time,start_time,end_time,duration,queue"], [], Counter(), 0
+    sub = np.sort(rng.integers(0, 10 * 86400, 300))
+    for i, s in enumerate(sub):
+        g = int(rng.choice([0, 1, 2, 8]))
+        kind = rng.choice(["ok", "zero", "open", "never"], p=[0.7, 0.1, 0.1, 0.1])
+        d = 0 if kind == "zero" else int(rng.integers(1, 5000))
+        st, en = ("", "") if kind == "never" else (_stamp(s), "" if kind == "open" else _stamp(s + d))
+        dur = "" if kind in ("open", "never") else str(d)
+        lines_.append(f"j{i},u{i % 4},{g},4,1,X,{_stamp(s)},{st},{en},{dur},q")
+        if g == 0:
+            cpu += 1
+        elif kind == "ok":
+            rows.append((f"j{i}", _secs(_stamp(s)), g, float(d), f"u{i % 4}", "X", f"line {i + 2}"))
+        else:
+            dropped[{"zero": "zero_duration", "open": "unfinished", "never": "never_started"}[kind]] += 1
+    p = write(tmp_path, "cluster_log.csv", "\n".join(lines_) + "\n")
+    t = read_helios_trace(p)
+    _compare(t, rows, dropped)
+    assert report_of(t)["filtered"].get("cpu_only", 0) == cpu
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_pai_matches_a_row_by_row_parse(tmp_path, seed):
+    rng = np.random.default_rng(seed)
+    jobs_, tasks_, rows, dropped = [], [], [], Counter()
+    sub = np.sort(rng.uniform(0, 10 * 86400, 300)).round(1)
+    for i, s in enumerate(sub):
+        kind = rng.choice(["ok", "open", "never", "zero"], p=[0.7, 0.1, 0.1, 0.1])
+        d = 0.0 if kind == "zero" else float(rng.integers(1, 5000))
+        st = "" if kind == "never" else f"{s:.1f}"
+        en = "" if kind in ("open", "never") else f"{s + d:.1f}"
+        jobs_.append(f"job{i},inst{i},u{i % 5},S,{st},{en}")
+        n_tasks = int(rng.integers(1, 4))
+        gpus, types = 0, set()
+        for k in range(n_tasks):
+            inst, plan = int(rng.integers(1, 4)), float(rng.choice([0.0, 25.0, 100.0, 150.0]))
+            gt = str(rng.choice(["V100", "T4", "MISC"]))
+            tasks_.append(f"job{i},t{k},{inst},S,{st},{en},1.0,1.0,{plan},{gt}")
+            if plan > 0:
+                gpus += inst * math.ceil(plan / 100)
+                if gt != "MISC":
+                    types.add(gt.lower())
+        if kind != "ok":
+            dropped[{"zero": "zero_duration", "open": "unfinished", "never": "never_started"}[kind]] += 1
+        elif gpus:
+            rows.append((f"job{i}", float(st), gpus, float(en) - float(st), f"u{i % 5}", "S", f"pai_job_table.csv line {i + 1}",
+                         types.pop() if len(types) == 1 else None))
+    pj = write(tmp_path, "pai_job_table.csv", "\n".join(jobs_) + "\n")
+    pt = write(tmp_path, "pai_task_table.csv", "\n".join(tasks_) + "\n")
+    t = read_pai_trace(pj, pt)
+    _compare(t, [r[:7] for r in rows], dropped)
+    assert [x if isinstance(x, str) else None for x in t["gpu_type"]] == [r[7] for r in rows]
+
+
+@pytest.mark.parametrize("variant", ["crlf", "quoted", "spaces", "header"])
+def test_csv_fast_and_slow_paths_agree(tmp_path, variant):
+    """A regular file goes through pandas' C parser, an irregular one (quotes) through the
+    csv module; CRLF line ends, cells padded with spaces and a header line read the same."""
+    jl, tl = lines("pai_job_table_small.csv"), lines("pai_task_table_small.csv")
+    base = read_pai_trace(FIX / "pai_job_table_small.csv", FIX / "pai_task_table_small.csv")
+    if variant == "crlf":
+        jl, tl = [x.replace("\n", "\r\n") for x in jl], [x.replace("\n", "\r\n") for x in tl]
+    elif variant == "quoted":
+        jl = [x.replace("user_x", '"user_x"') for x in jl]
+    elif variant == "spaces":
+        tl = [x.replace(",", " , ") for x in tl]
+    else:
+        jl = ["job_name,inst_id,user,status,start_time,end_time\n", *jl]
+    pj = write(tmp_path, "pai_job_table.csv", "".join(jl))
+    pt = write(tmp_path, "pai_task_table.csv", "".join(tl))
+    t = read_pai_trace(pj, pt)
+    cols = ["job_id", "arrival", "num_gpus", "duration", "gpu_type", "user", "status"]
+    assert t[cols].equals(base[cols])
+    offset = 1 if variant == "header" else 0  # a header shifts the line numbers
+    assert t["source_row"].tolist() == [f"pai_job_table.csv line {int(r.split()[-1]) + offset}" for r in base["source_row"]]

@@ -16,7 +16,9 @@ from .api import solve, validate_problem
 from .cluster import Cluster
 from .errors import (
     CapabilityError,
+    DataNotFoundError,
     HetschedError,
+    MainModuleGuardError,
     MissingFieldError,
     SchedulerError,
     SolverError,
@@ -30,6 +32,7 @@ from .program import LinearProgram
 from .result import Allocation
 from .mechanism import RoundPlan, ShareHistory, carve_shares, plan_round
 from .partition import Partitioned
+from .online import OnlineScheduler
 from .placement import Placement, PlacementCosts, place, place_plan
 from .schedulers import ServiceDistribution, Tiresias, TiresiasState
 from .sim import (
@@ -47,7 +50,13 @@ from .sim import (
 )
 from .solvers import available_solvers
 from .topology import Server, Topology
-from .throughputs import PairThroughputs, ThroughputCatalogue, generate_catalogue, load_gavel_throughputs
+from .throughputs import (
+    PairThroughputs,
+    ThroughputCatalogue,
+    gavel_throughputs,
+    generate_catalogue,
+    load_gavel_throughputs,
+)
 from .workloads import Workload, poisson_arrivals, random_jobs, sample_jobs
 
 logging.getLogger(__name__).addHandler(logging.NullHandler())
@@ -58,6 +67,8 @@ __all__ = [
     "Allocation",
     "CapabilityError",
     "Cluster",
+    "DataNotFoundError",
+    "MainModuleGuardError",
     "HetschedError",
     "JobSet",
     "LinearProgram",
@@ -69,6 +80,7 @@ __all__ = [
     "ValidationError",
     "PairThroughputs",
     "Partitioned",
+    "OnlineScheduler",
     "RoundPlan",
     "ServiceDistribution",
     "PolicyScheduler",
@@ -100,6 +112,7 @@ __all__ = [
     "ThroughputCatalogue",
     "Workload",
     "available_solvers",
+    "gavel_throughputs",
     "generate_catalogue",
     "load_gavel_throughputs",
     "poisson_arrivals",

@@ -199,6 +199,10 @@ def solve(
         members = np.isin(inverse, rows) if inverse is not None else np.isin(np.arange(n), rows)
         extra["infeasible_jobs"] = jobs.ids[members].tolist()
     status, message = outcome.status, outcome.message
+    if ctx.fallbacks:  # programs another backend failed on, re-solved by HiGHS (hetsched.solvers.fallback)
+        extra["fallbacks"] = list(ctx.fallbacks)
+        message = (f"{message}; {len(ctx.fallbacks)} program(s) re-solved by the exact fallback "
+                   f"(first: {ctx.fallbacks[0][:300]})")
     cert = certify(pol.name, pol.params(), X, jobs, cluster, status=status, objective=outcome.objective, extra=extra)
     if not cert.ok:
         log.warning("%s: %s (solver status %r)", pol.name, cert.message, status)

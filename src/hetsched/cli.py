@@ -6,11 +6,17 @@ The command line is the one place in hetsched that prints; the library logs.
 * ``policies`` — the registered policy names.
 * ``solve`` — one allocation for generated (or traced) jobs.
 * ``simulate`` — replay a generated workload, a trace file or a TOML experiment; writes
-  ``jobs.csv``, ``rounds.csv`` and ``summary.json`` with ``--out``.
+  ``jobs.csv``, ``rounds.csv``, ``summary.json`` and ``provenance.json`` with ``--out``.
 * ``sweep`` — policies x loads x seeds through a process pool (or a TOML experiment);
-  writes ``sweep.csv``.
+  writes ``sweep.csv`` and ``provenance.json``.
 * ``bench`` — simulation speed on Gavel's setup.
-* ``plot`` — figures from a ``simulate --out`` directory or a ``sweep.csv``.
+* ``plot`` — runs overlaid (JCT and FTF CDFs, smoothed utilization per GPU type, solver
+  time) from ``simulate --out`` directories, or average JCT vs load from sweeps.
+
+Progress bars (``simulate``, ``sweep``) are on when stderr is a terminal and off under CI
+or when piped (:func:`hetsched.sim.provenance.progress_wanted`); ``--progress`` /
+``--no-progress`` override.
+* ``reproduce`` — the papers' headline experiments (see ``hetsched.reproduce``).
 
 Examples
 --------
@@ -157,7 +163,8 @@ def _build_parser() -> argparse.ArgumentParser:
                      help="write DIR/jobs.csv, DIR/rounds.csv and DIR/summary.json")
     sim.add_argument("--runs", action="store_true", help="also write DIR/runs.csv (the run log)")
     pr = sim.add_mutually_exclusive_group()
-    pr.add_argument("--progress", dest="progress", action="store_true", default=None, help="progress bar")
+    pr.add_argument("--progress", dest="progress", action="store_true", default=None,
+                    help="progress bar (default: on a terminal, off under CI or when stderr is not a terminal)")
     pr.add_argument("--no-progress", dest="progress", action="store_false")
 
     sw = sub.add_parser("sweep", help="policies x loads x seeds through a process pool; writes sweep.csv")
@@ -170,8 +177,13 @@ def _build_parser() -> argparse.ArgumentParser:
     _add_workload_args(sw)
     _add_sim_args(sw)
     sw.add_argument("--workers", type=int, default=None, help="processes (default: CPU count; 1: in process)")
-    sw.add_argument("--out", "-o", metavar="DIR", default=None, help="write DIR/sweep.csv (and DIR/jct_vs_load.png)")
+    sw.add_argument("--out", "-o", metavar="DIR", default=None,
+                    help="write DIR/sweep.csv and DIR/provenance.json (and DIR/jct_vs_load.png)")
     sw.add_argument("--plot", action="store_true", help="also plot average JCT vs load")
+    swp = sw.add_mutually_exclusive_group()
+    swp.add_argument("--progress", dest="progress", action="store_true", default=None,
+                     help="progress bar (default: on a terminal, off under CI or when stderr is not a terminal)")
+    swp.add_argument("--no-progress", dest="progress", action="store_false")
 
     b = sub.add_parser("bench", help="simulation speed on Gavel's setup (36 V100 + 36 P100 + 36 K80)")
     b.add_argument("--loads", default="2", help="comma-separated arrival rates, jobs/hour (default 2)")
@@ -182,11 +194,20 @@ def _build_parser() -> argparse.ArgumentParser:
     b.add_argument("--seed", type=int, default=0)
     b.add_argument("--out", "-o", metavar="CSV", default=None)
 
-    pt = sub.add_parser("plot", help="plot a simulate --out directory or a sweep.csv")
-    pt.add_argument("input", help="a directory written by simulate --out, or a sweep CSV")
-    pt.add_argument("--kind", choices=("jct_cdf", "ftf_cdf", "utilization", "solver_time", "jct_vs_load"),
-                    default=None, help="default: jct_cdf for a directory, jct_vs_load for a CSV")
-    pt.add_argument("--out", "-o", metavar="PNG", required=True)
+    pt = sub.add_parser("plot", help="overlay simulate --out directories, or plot a sweep (average JCT vs load)")
+    pt.add_argument("input", nargs="+",
+                    help="directories written by simulate --out (overlaid, one line per run), or sweep CSVs / "
+                         "directories holding sweep.csv")
+    pt.add_argument("--kind", choices=_PLOT_KINDS, default=None,
+                    help="one figure of this kind to --out (default: every figure, into the directory --out; "
+                         "an --out ending in .png/.pdf/.svg gets jct_cdf for runs, jct_vs_load for a sweep)")
+    pt.add_argument("--out", "-o", metavar="PATH", required=True, help="a figure file, or a directory for every figure")
+    pt.add_argument("--window-hours", type=float, default=None,
+                    help="utilization smoothing window, hours of simulated time (default: 1/50 of the span)")
+
+    from .reproduce.command import add_parser as _add_reproduce_parser
+
+    _add_reproduce_parser(sub)
     return parser
 
 
@@ -213,6 +234,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         return int(exc.code) if isinstance(exc.code, int) else 2
     if args.verbose:
         logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s", stream=sys.stderr)
+    # The command as it can be run again (recorded in every output directory's provenance.json).
+    args.command_line = [sys.executable, "-m", "hetsched", *(sys.argv[1:] if argv is None else [str(a) for a in argv])]
     out = sys.stdout
     if args.command == "policies":
         from .formulations.base import list_policies
@@ -222,7 +245,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             print(name, file=out)
         return 0
     handlers = {"demo": _demo, "solve": _solve, "simulate": _simulate, "sweep": _sweep, "bench": _bench,
-                "plot": _plot}
+                "plot": _plot, "reproduce": _reproduce}
     try:
         return handlers[args.command](args, out)
     except ValidationError as exc:
@@ -384,8 +407,13 @@ def _workload(args: argparse.Namespace, cluster: Cluster):
     from .sim import generate_workload, load_trace
 
     if args.trace is not None:
-        return load_trace(args.trace, args.trace_format, throughputs=args.throughputs, task_path=args.task_path,
-                          seed=args.seed, cluster=cluster)
+        trace = load_trace(args.trace, args.trace_format, throughputs=args.throughputs, task_path=args.task_path,
+                           seed=args.seed, cluster=cluster)
+        rep = trace.meta.get("load_report") or {}
+        lost = {**rep.get("dropped", {}), **rep.get("malformed", {}), **rep.get("filtered", {})}
+        if lost:  # rows the trace holds that were not kept: say so (details in meta["load_report"])
+            print(f"note: {args.trace}: {rep.get('rows')} rows, {rep.get('kept')} kept; not kept: {lost}", file=sys.stderr)
+        return trace
     if args.jobs < 0:
         raise ValidationError(f"`--jobs` must be a non-negative integer; got {args.jobs}.")
     cat = _catalogue(args, cluster.gpu_types)
@@ -564,11 +592,21 @@ def _solve(args: argparse.Namespace, out: TextIO) -> int:
     return 0 if res.success else 1
 
 
+def _config_file(args: argparse.Namespace) -> dict[str, Any]:
+    """The TOML experiment of ``--config`` (path and text) for the provenance record."""
+    if getattr(args, "config", None) is None:
+        return {}
+    p = Path(args.config)
+    text = p.read_text(encoding="utf-8") if p.is_file() else None
+    return {"config_file": str(p.resolve()), "config_toml": text}
+
+
 def _simulate(args: argparse.Namespace, out: TextIO) -> int:
     from .sim import SimulationResult, run_config, simulate
+    from .sim.provenance import progress_wanted, provenance
 
     _check_out(args.out, "dir")
-    progress = "auto" if args.progress is None else args.progress
+    progress = progress_wanted(args.progress)
     if args.config is not None:
         res = run_config(args.config, progress=progress)
         if not isinstance(res, SimulationResult):
@@ -581,17 +619,22 @@ def _simulate(args: argparse.Namespace, out: TextIO) -> int:
                        **_sim_kwargs(args))
     _print_summary(res, out)
     if args.out is not None:
-        res.to_dir(args.out, runs=args.runs)
-        print(f"wrote {Path(args.out) / 'jobs.csv'}, rounds.csv, summary.json", file=out)
+        record = provenance(argv=args.command_line, config=res.config, seed=res.config.get("seed"),
+                            extra=_config_file(args))
+        res.to_dir(args.out, runs=args.runs, provenance=record)
+        print(f"wrote {Path(args.out) / 'jobs.csv'}, rounds.csv, summary.json, provenance.json", file=out)
     return 0 if res.summary["failed_solves"] == 0 else 1
 
 
 def _sweep(args: argparse.Namespace, out: TextIO) -> int:
     from .sim import run_config, sweep
+    from .sim.provenance import progress_wanted
 
     _check_out(args.out, "dir")
+    progress = True if progress_wanted(args.progress) else None
+    grid: dict[str, Any] = {}
     if args.config is not None:
-        df = run_config(args.config, max_workers=args.workers, progress=True if sys.stderr.isatty() else None)
+        df = run_config(args.config, max_workers=args.workers, progress=progress)
         if not hasattr(df, "columns"):
             raise ValidationError(f"`--config` {args.config!r} describes one run; use `simulate --config` for it.")
     else:
@@ -604,7 +647,7 @@ def _sweep(args: argparse.Namespace, out: TextIO) -> int:
             from .policies import MaxMinFairness
 
             policies["max_min_fairness(heterogeneity_aware=False)"] = MaxMinFairness(heterogeneity_aware=False)
-        grid: dict[str, Any] = {
+        grid = {
             "policy": policies,
             "load": _parse_list(args.loads, float, "--loads"),
             "seed": _parse_list(args.seeds, int, "--seeds"),
@@ -619,15 +662,14 @@ def _sweep(args: argparse.Namespace, out: TextIO) -> int:
         for k, v in _sim_kwargs(args).items():
             if v is not None:
                 grid[k] = v
-        df = sweep(grid, max_workers=args.workers, progress=True if sys.stderr.isatty() else None)
+        df = sweep(grid, max_workers=args.workers, progress=progress)
     cols = [c for c in ("policy", "load", "seed", "n_completed", "avg_jct_hours", "worst_ftf", "utilization",
                         "status", "error") if c in df]
     with_pd_opts(lambda: print(df[cols].to_string(index=False), file=out))
     if args.out is not None:
         d = Path(args.out)
-        d.mkdir(parents=True, exist_ok=True)
-        df.to_csv(d / "sweep.csv", index=False)
-        print(f"wrote {d / 'sweep.csv'}", file=out)
+        _write_sweep(df, d, args, grid)
+        print(f"wrote {d / 'sweep.csv'}, provenance.json", file=out)
         if args.plot:
             from .sim import plots
 
@@ -636,6 +678,22 @@ def _sweep(args: argparse.Namespace, out: TextIO) -> int:
             print(f"wrote {d / 'jct_vs_load.png'}", file=out)
     failed = int((df["error"].notna() & (df["error"].astype(str) != "")).sum()) if "error" in df else 0
     return 1 if failed else 0
+
+
+def _write_sweep(df: Any, d: Path, args: argparse.Namespace, grid: dict[str, Any]) -> None:
+    """``d/sweep.csv`` (with ``git_commit`` and ``hetsched_version`` columns) and
+    ``d/provenance.json`` (command line, grid settings, seeds, package versions)."""
+    from .sim.provenance import provenance, write_provenance
+
+    settings = {k: ({str(label): repr(pol) for label, pol in v.items()} if k == "policy"
+                    else v.as_dict() if isinstance(v, Cluster) else v) for k, v in grid.items()}
+    record = provenance(argv=args.command_line, config=settings or None,
+                        seed=grid.get("seed", sorted({int(x) for x in df["seed"]}) if "seed" in df else None),
+                        extra=_config_file(args))
+    d.mkdir(parents=True, exist_ok=True)
+    stamped = df.assign(git_commit=record["git_commit"] or "", hetsched_version=record["versions"]["hetsched"])
+    stamped.to_csv(d / "sweep.csv", index=False)
+    write_provenance(d, record)
 
 
 def with_pd_opts(fn) -> None:
@@ -668,29 +726,74 @@ def _bench(args: argparse.Namespace, out: TextIO) -> int:
     return 0
 
 
+_RUN_KINDS = ("jct_cdf", "ftf_cdf", "utilization", "solver_time")
+_PLOT_KINDS = (*_RUN_KINDS, "jct_vs_load")
+
+
+def _plot_inputs(paths: Sequence[str]) -> tuple[str, list[Path]]:
+    """("runs", run directories) or ("sweeps", sweep CSVs); bad or mixed inputs raise."""
+    kinds: list[str] = []
+    files: list[Path] = []
+    for text in paths:
+        p = Path(text)
+        if p.is_dir() and (p / "summary.json").is_file():
+            kinds.append("runs")
+            files.append(p)
+        elif p.is_dir() and (p / "sweep.csv").is_file():
+            kinds.append("sweeps")
+            files.append(p / "sweep.csv")
+        elif p.is_file() and p.suffix.lower() == ".csv":
+            kinds.append("sweeps")
+            files.append(p)
+        else:
+            why = "which does not exist" if not p.exists() else (
+                "a directory without summary.json or sweep.csv" if p.is_dir() else "not a .csv file")
+            raise ValidationError(f"`input` must be a simulate --out directory, a sweep CSV or a directory holding "
+                                  f"sweep.csv; got {text!r}, {why}.")
+    if len(set(kinds)) > 1:
+        raise ValidationError(f"`input` must be all simulate --out directories or all sweeps, not both; got {list(paths)}.")
+    return kinds[0], files
+
+
 def _plot(args: argparse.Namespace, out: TextIO) -> int:
     import pandas as pd
 
     from .sim import SimulationResult, plots
 
-    _check_out(args.out, "file")
-    src = Path(args.input)
-    if src.is_dir():
-        res = SimulationResult.from_dir(src)
-        kind = args.kind or "jct_cdf"
-        funcs = {"jct_cdf": plots.jct_cdf, "ftf_cdf": plots.ftf_cdf, "utilization": plots.utilization_over_time,
-                 "solver_time": plots.solver_time_vs_size}
-        if kind not in funcs:
-            raise ValidationError(f"`--kind` {kind!r} needs a sweep CSV; for a simulation directory use one of {sorted(funcs)}.")
-        ax = funcs[kind](res)
-    elif src.is_file():
-        kind = args.kind or "jct_vs_load"
-        if kind != "jct_vs_load":
-            raise ValidationError(f"`--kind` {kind!r} needs a simulation directory; a sweep CSV plots jct_vs_load.")
-        ax = plots.jct_vs_load(pd.read_csv(src, keep_default_na=False, na_values=["", "nan", "NaN"]))
+    what, files = _plot_inputs(args.input)
+    default = "jct_cdf" if what == "runs" else "jct_vs_load"
+    single = args.kind is not None or Path(args.out).suffix.lower() in (".png", ".pdf", ".svg", ".jpg")
+    kinds = [args.kind or default] if single else (list(_RUN_KINDS) if what == "runs" else ["jct_vs_load"])
+    bad = [k for k in kinds if (k == "jct_vs_load") != (what == "sweeps")]
+    if bad:
+        need = "a sweep (sweep.csv)" if bad[0] == "jct_vs_load" else "simulate --out directories"
+        raise ValidationError(f"`--kind` {bad[0]!r} needs {need}; got {what.rstrip('s')} input(s) {list(args.input)}.")
+    _check_out(args.out, "file" if single else "dir")
+    if what == "runs":
+        results = [SimulationResult.from_dir(f) for f in files]
+        runs = dict(zip(plots.run_labels(results, [f.name for f in files]), results))
     else:
-        raise ValidationError(f"`input` must be a simulate --out directory or a sweep CSV; got {str(src)!r}.")
-    Path(args.out).parent.mkdir(parents=True, exist_ok=True)
-    ax.figure.savefig(args.out, dpi=120)
-    print(f"wrote {args.out}", file=out)
+        frames = [pd.read_csv(f, keep_default_na=False, na_values=["", "nan", "NaN"]) for f in files]
+        sweep_df = pd.concat(frames, ignore_index=True)
+    written = []
+    for kind in kinds:
+        if kind == "jct_vs_load":
+            fig = plots.jct_vs_load(sweep_df).figure
+        elif kind == "utilization":
+            fig = (plots.utilization_over_time(results[0], window_hours=args.window_hours).figure if len(runs) == 1
+                   else plots.utilization_by_type(runs, window_hours=args.window_hours))
+        else:
+            fig = {"jct_cdf": plots.jct_cdf, "ftf_cdf": plots.ftf_cdf, "solver_time": plots.solver_time_vs_size}[kind](runs).figure
+        target = Path(args.out) if single else Path(args.out) / f"{kind}.png"
+        target.parent.mkdir(parents=True, exist_ok=True)
+        fig.savefig(target, dpi=150)
+        plots._plt().close(fig)
+        written.append(str(target))
+    print("wrote " + ", ".join(written), file=out)
     return 0
+
+
+def _reproduce(args: argparse.Namespace, out: TextIO) -> int:
+    from .reproduce.command import run
+
+    return run(args, out)

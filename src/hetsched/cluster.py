@@ -188,6 +188,11 @@ class Cluster:
             topo = Topology.from_counts(
                 servers, gpus_per_server=gpus_per_server, servers_per_rack=servers_per_rack
             )
+        elif isinstance(servers, (str, bytes)) or not isinstance(servers, Iterable):
+            raise ValidationError(
+                f"`servers` must be a Topology, a mapping GPU type -> count or an iterable of servers; "
+                f"got {type(servers).__name__} {servers!r:.80}."
+            )
         else:
             topo = Topology(servers, gpu_types=None if gpu_types is None else list(gpu_types))
         cluster = cls(topo.counts(), prices=prices, cpus=cpus, memory=memory)

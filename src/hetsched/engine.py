@@ -3,6 +3,7 @@ budget and one set of counters (programs solved, build and solve seconds, sizes)
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import time
 from collections.abc import Iterator, Mapping
@@ -11,9 +12,10 @@ from typing import Any
 
 import numpy as np
 
-from .errors import CapabilityError, ValidationError
+from .errors import CapabilityError, SolverError, ValidationError
 from .program import LinearProgram
 from .solvers.base import SolverOutput
+from .solvers.fallback import EXACT_BACKEND, exact_options, fallback_reason
 from .solvers.highs_session import HighsSession
 from .solvers.registry import choose_auto, get_backend
 
@@ -64,6 +66,8 @@ class SolveContext:
         self.max_rows = 0
         self.backends_used: list[str] = []
         self.last_mip_gap: float | None = None
+        #: "program: reason" for every program re-solved by the exact fallback
+        self.fallbacks: list[str] = []
 
     def remaining(self) -> float | None:
         """Seconds left of the time budget (None when unlimited)."""
@@ -138,17 +142,56 @@ class SolveContext:
             )
         merged = {**auto_opts, **dict(options or {}), **self.options}
         remaining = self.remaining()
+        reason = None
         if remaining is not None and remaining <= 0:
             out = self._not_started(lp, name)
         else:
-            out = backend.solve(lp, time_limit=remaining, options=merged)
+            try:
+                out = backend.solve(lp, time_limit=remaining, options=merged)
+            except SolverError as exc:
+                if name == EXACT_BACKEND:
+                    raise
+                out, reason = None, f"{name} failed ({exc})"
+            else:
+                reason = fallback_reason(lp, out, user_options=bool(self.options))
+        if out is not None:
+            self._count(lp, name, out)
+        if reason is not None:
+            out = self._run_exact(lp, reason)
+        if out.mip_gap is not None:
+            self.last_mip_gap = out.mip_gap
+        log.debug("program %s via %s: %s (%.3fs)", lp.name, out.backend, out.status, out.solve_s)
+        return out
+
+    def _count(self, lp: LinearProgram, name: str, out: SolverOutput) -> None:
         self.n_programs += 1
         self.solve_s += out.solve_s
         self.max_vars = max(self.max_vars, lp.n_vars)
         self.max_rows = max(self.max_rows, lp.n_rows)
         if name not in self.backends_used:
             self.backends_used.append(name)
-        if out.mip_gap is not None:
-            self.last_mip_gap = out.mip_gap
-        log.debug("program %s via %s: %s (%.3fs)", lp.name, name, out.status, out.solve_s)
-        return out
+
+    def _run_exact(self, lp: LinearProgram, reason: str) -> SolverOutput:
+        """Re-solve ``lp`` with the exact fallback (:mod:`hetsched.solvers.fallback`), without
+        the user's backend options; the message and ``info["fallback"]`` say why."""
+        log.info("program %s: %s; re-solving with %s", lp.name, reason, EXACT_BACKEND)
+        self.fallbacks.append(f"{lp.name}: {reason}")
+        remaining = self.remaining()
+        if remaining is not None and remaining <= 0:
+            out = self._not_started(lp, EXACT_BACKEND)
+        else:
+            out = get_backend(EXACT_BACKEND).solve(lp, time_limit=remaining, options=exact_options(lp))
+        self._count(lp, EXACT_BACKEND, out)
+        return dataclasses.replace(out, message=f"{out.message} (exact fallback: {reason})",
+                                   info={**out.info, "fallback": reason})
+
+    @contextmanager
+    def exact(self) -> Iterator[None]:
+        """Run the programs of the block with the exact fallback backend, without the user's
+        backend options (for a strategy that failed as a whole, e.g. a level loop)."""
+        saved = self.solver, self.options
+        self.solver, self.options = EXACT_BACKEND, {}
+        try:
+            yield
+        finally:
+            self.solver, self.options = saved

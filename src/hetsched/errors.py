@@ -17,6 +17,8 @@ __all__ = [
     "SolverError",
     "CapabilityError",
     "SchedulerError",
+    "DataNotFoundError",
+    "MainModuleGuardError",
 ]
 
 
@@ -58,6 +60,18 @@ class SchedulerError(HetschedError, RuntimeError):
     """A round scheduler returned a plan that breaks a rule of the round loop (over-used GPU
     type, a job twice in one round, a split pair); the message names the round, the job and
     the rule. This is a bug in the scheduler, never trimmed silently."""
+
+
+class DataNotFoundError(HetschedError, FileNotFoundError):
+    """A data file that hetsched looks for on request (e.g. Gavel's measured throughput
+    table, :func:`hetsched.gavel_throughputs`) is not present; the message names every
+    place that was tried and where the file comes from."""
+
+
+class MainModuleGuardError(HetschedError, RuntimeError):
+    """A default process pool was requested while a spawned worker was still importing the
+    user's main script: the script starts parallel work outside an
+    ``if __name__ == "__main__":`` block, so every worker would run it again."""
 
 
 def show(value: object) -> str:

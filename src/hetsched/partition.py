@@ -37,10 +37,8 @@ Examples
 from __future__ import annotations
 
 import logging
-import multiprocessing
-import os
 import time
-from concurrent.futures import Executor, ProcessPoolExecutor
+from concurrent.futures import Executor
 from dataclasses import KW_ONLY, dataclass, field
 from typing import Any, ClassVar
 
@@ -49,7 +47,9 @@ import numpy as np
 from . import structured as _structured  # noqa: F401  (registers solver="structured" in workers too)
 from .cluster import Cluster
 from .engine import SolveContext
+from . import errors as _errors
 from .errors import HetschedError, SolverError, ValidationError, show
+from .executors import broken_pool_hint, default_workers, process_pool
 from .formulations.base import Policy, PolicyOutcome, make_policy
 from .jobs import JobSet
 from .solvers.base import SUCCESS_STATUSES
@@ -57,14 +57,6 @@ from .solvers.base import SUCCESS_STATUSES
 __all__ = ["Partitioned", "split_jobs", "split_cluster", "default_workers"]
 
 log = logging.getLogger(__name__)
-
-
-def default_workers() -> int:
-    """CPUs this process may use (``os.sched_getaffinity`` where available)."""
-    try:
-        return max(1, len(os.sched_getaffinity(0)))
-    except AttributeError:  # pragma: no cover - not on Linux
-        return max(1, os.cpu_count() or 1)
 
 
 def split_jobs(n_jobs: int, k: int, seed: int) -> list[np.ndarray]:
@@ -136,7 +128,9 @@ class Partitioned(Policy):
         Where sub-problems run (any Executor: thread or process pool, Ray's or Dask's).
         Default: a process pool (spawn start method) with ``min(k, CPUs)`` workers created
         for the solve and shut down after it; with k = 1 the one sub-problem runs inline.
-        An executor given here is used as is and left open.
+        An executor given here is used as is and left open. With the default pool, a script
+        must call ``solve`` under ``if __name__ == "__main__":`` (spawned workers import the
+        script again; see :mod:`hetsched.executors`).
     aggregate : bool, default True
         Merge identical jobs inside each sub-problem (see :mod:`hetsched.aggregation`).
 
@@ -157,6 +151,9 @@ class Partitioned(Policy):
     SolverError
         A sub-problem failed in the executor (the message names the sub-problem). Errors
         hetsched raises inside a sub-problem keep their class, with the sub-problem named.
+    MainModuleGuardError
+        The default pool was requested from the top level of a script that a spawned worker
+        is importing (the script lacks ``if __name__ == "__main__":``).
     """
 
     policy: Policy | str
@@ -279,8 +276,8 @@ class Partitioned(Policy):
         if executor is None:
             if len(payloads) == 1:
                 return [self._inline(0, payloads[0])]
-            own = ProcessPoolExecutor(max_workers=min(len(payloads), default_workers()),
-                                      mp_context=multiprocessing.get_context("spawn"))
+            own = process_pool(min(len(payloads), default_workers()), what="Partitioned.solve",
+                               start_method="spawn")
             executor = own
         try:
             futures = []
@@ -298,12 +295,25 @@ class Partitioned(Policy):
         try:
             return _solve_part(payload)
         except HetschedError as exc:
-            raise type(exc)(f"sub-problem {p} of k={self.k}: {exc}") from exc
+            raise _hetsched_class(exc)(f"sub-problem {p} of k={self.k}: {exc}") from exc
 
     def _result(self, p: int, future) -> dict[str, Any]:
         try:
             return future.result()
         except HetschedError as exc:
-            raise type(exc)(f"sub-problem {p} of k={self.k}: {exc}") from exc
+            raise _hetsched_class(exc)(f"sub-problem {p} of k={self.k}: {_cause_text(exc)}") from exc
         except Exception as exc:
-            raise SolverError(f"sub-problem {p} of k={self.k} failed in the executor: {exc!r}") from exc
+            raise SolverError(
+                f"sub-problem {p} of k={self.k} failed in the executor: {exc!r}.{broken_pool_hint(exc)}"
+            ) from exc
+
+
+def _hetsched_class(exc: HetschedError) -> type[HetschedError]:
+    """The hetsched exception class of ``exc`` (Ray re-raises a task's error as a subclass of it)."""
+    return next(c for c in type(exc).__mro__ if c.__module__ == _errors.__name__)
+
+
+def _cause_text(exc: BaseException) -> str:
+    """The original message of ``exc`` (a Ray task error keeps it on ``.cause``)."""
+    cause = getattr(exc, "cause", None)
+    return str(cause) if isinstance(cause, BaseException) else str(exc)

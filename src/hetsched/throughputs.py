@@ -21,6 +21,7 @@ import ast
 import json
 import logging
 import math
+import os
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -28,14 +29,17 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from .errors import ValidationError
+from .errors import DataNotFoundError, ValidationError
 
 __all__ = [
     "DEFAULT_SPEEDUPS",
     "UNCONSOLIDATED_SUFFIX",
     "PairThroughputs",
     "ThroughputCatalogue",
+    "GAVEL_THROUGHPUTS_ENV",
     "generate_catalogue",
+    "gavel_throughputs",
+    "gavel_throughputs_path",
     "load_gavel_throughputs",
 ]
 
@@ -518,6 +522,101 @@ def load_gavel_throughputs(path: str | Path, *, strict: bool = False) -> Through
     except (OSError, UnicodeDecodeError) as exc:
         raise ValidationError(f"`path` {str(p)!r} could not be read: {exc}.") from None
     return _catalogue_from_gavel_dict(raw, source=str(p), strict=strict)
+
+
+#: Environment variable naming Gavel's ``simulation_throughputs.json`` on this machine.
+GAVEL_THROUGHPUTS_ENV = "HETSCHED_GAVEL_THROUGHPUTS"
+
+#: Where a source checkout of hetsched finds Gavel's table: ``../shared/data/...`` beside it.
+_CHECKOUT_RELATIVE = Path("..") / "shared" / "data" / "gavel" / "simulation_throughputs.json"
+
+
+def gavel_throughputs_path(path: str | Path | None = None) -> Path:
+    """Locate Gavel's measured throughput table (``simulation_throughputs.json``).
+
+    The file is Gavel's ``scheduler/simulation_throughputs.json`` (Narayanan et al.,
+    OSDI'20; github.com/stanford-futuredata/gavel). hetsched never downloads it and does not
+    ship it. It is looked for, in order:
+
+    1. ``path``, when given;
+    2. the environment variable ``HETSCHED_GAVEL_THROUGHPUTS``;
+    3. ``../shared/data/gavel/simulation_throughputs.json`` relative to the root of a
+       source checkout of hetsched (the directory holding ``pyproject.toml``).
+
+    Parameters
+    ----------
+    path : str or pathlib.Path, optional
+        An explicit location; when given, nothing else is tried.
+
+    Returns
+    -------
+    pathlib.Path
+        The first candidate that is an existing file.
+
+    Raises
+    ------
+    DataNotFoundError
+        No candidate exists; the message lists what was tried and where to get the file.
+    """
+    tried: list[str] = []
+    if path is not None:
+        candidates = [(Path(path), "`path`")]
+    else:
+        candidates = []
+        env = os.environ.get(GAVEL_THROUGHPUTS_ENV)
+        if env:
+            candidates.append((Path(env), f"${GAVEL_THROUGHPUTS_ENV}"))
+        root = Path(__file__).resolve().parent.parent.parent
+        if (root / "pyproject.toml").is_file():
+            candidates.append(((root / _CHECKOUT_RELATIVE).resolve(), "beside the source checkout"))
+    for cand, why in candidates:
+        if cand.is_file():
+            return cand
+        tried.append(f"{str(cand)!r} ({why})")
+    raise DataNotFoundError(
+        "Gavel's measured throughput table (its scheduler/simulation_throughputs.json, from "
+        "github.com/stanford-futuredata/gavel) was not found; tried: "
+        + ("; ".join(tried) if tried else f"nothing (${GAVEL_THROUGHPUTS_ENV} is unset and this is not a source checkout)")
+        + f". Pass `path=`, or set ${GAVEL_THROUGHPUTS_ENV} to the file."
+    )
+
+
+def gavel_throughputs(path: str | Path | None = None, *, strict: bool = False) -> ThroughputCatalogue:
+    """Gavel's measured throughput table, found by :func:`gavel_throughputs_path` and read by
+    :func:`load_gavel_throughputs`.
+
+    Parameters
+    ----------
+    path : str or pathlib.Path, optional
+        Explicit location of Gavel's ``simulation_throughputs.json``; default: the
+        environment variable ``HETSCHED_GAVEL_THROUGHPUTS``, then
+        ``../shared/data/gavel/simulation_throughputs.json`` beside a source checkout.
+    strict : bool, default False
+        Passed to :func:`load_gavel_throughputs`.
+
+    Returns
+    -------
+    ThroughputCatalogue
+
+    Raises
+    ------
+    DataNotFoundError
+        The file is not present (nothing is downloaded); the message says where it comes
+        from and what was tried.
+    ValidationError
+        The file is present but malformed (see :func:`load_gavel_throughputs`).
+
+    Examples
+    --------
+    >>> import hetsched as hs
+    >>> try:
+    ...     cat = hs.gavel_throughputs()
+    ... except hs.DataNotFoundError:
+    ...     cat = hs.generate_catalogue(pairs=True)   # the project's own generated table
+    >>> "v100" in cat.gpu_types
+    True
+    """
+    return load_gavel_throughputs(gavel_throughputs_path(path), strict=strict)
 
 
 def _catalogue_from_gavel_dict(raw: Any, *, source: str, strict: bool) -> ThroughputCatalogue:

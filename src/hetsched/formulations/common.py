@@ -30,6 +30,7 @@ __all__ = [
     "isolated_allocation",
     "isolated_throughput",
     "throughput_rows",
+    "retry_exact",
 ]
 
 
@@ -163,6 +164,35 @@ def _warm_meta(out) -> dict | None:
     """Stage 1's structured prices for stage 2 (``meta["structured_warm"]``), when it has them."""
     warm = out.info.get("warm") if isinstance(out.info, dict) else None
     return None if warm is None else {"structured_warm": warm}
+
+
+#: Statuses of an always-feasible chain of LPs that :func:`retry_exact` re-runs exactly
+#: (a time or iteration limit is kept).
+_CHAIN_FAILURES = ("infeasible", "unbounded", "infeasible_or_unbounded", "numerical_error", "unknown")
+
+
+def retry_exact(ctx, attempt, *, what: str):
+    """``attempt()`` (a :class:`~hetsched.formulations.base.PolicyOutcome`); when it ends in one
+    of :data:`_CHAIN_FAILURES` on a backend other than the exact fallback,
+    run it again with the exact fallback (:meth:`SolveContext.exact`, HiGHS) and say so.
+
+    For strategies whose programs are always feasible but chained (each LP's floors come from
+    the previous LP's answer: level loops, FIFO ranks): an inexact answer early in the chain
+    can leave a later LP with no solution, which re-checking that one LP cannot repair.
+    """
+    from ..solvers.fallback import EXACT_BACKEND
+    from .base import PolicyOutcome
+
+    first = attempt()
+    if first.status not in _CHAIN_FAILURES or ctx.solver == EXACT_BACKEND:
+        return first
+    solver = ctx.solver
+    with ctx.exact():
+        again = attempt()
+    ctx.fallbacks.append(f"{what}: {solver!r} ended {first.status!r} ({first.message}); re-run with {EXACT_BACKEND}")
+    return PolicyOutcome(X=again.X, objective=again.objective, status=again.status,
+                         message=f"{again.message} (re-run with {EXACT_BACKEND} after {solver!r} ended "
+                                 f"{first.status!r}: {first.message})", extra=again.extra)
 
 
 def solve_levels(policy, jobs: JobSet, cluster, ctx, a: np.ndarray, *, second_stage: bool, name: str,

@@ -48,7 +48,7 @@ from ..errors import MissingFieldError, ValidationError, show
 from ..jobs import JobSet
 from .base import Policy, PolicyOutcome, register_policy
 from .builder import ProgramBuilder
-from .common import add_base_rows
+from .common import add_base_rows, retry_exact
 from .max_min_fairness import normalized_share_coefficients
 from .params import check_bool, check_real
 from .water_filling import water_fill
@@ -142,6 +142,10 @@ class HierarchicalMaxMinFairness(Policy):
         return float(min(self.entity_shares(X, jobs, cluster).values()))
 
     def solve(self, jobs: JobSet, cluster: Cluster, ctx: SolveContext) -> PolicyOutcome:
+        # chained LPs (entity floors, then levels or FIFO ranks): an inexact backend's failure re-runs with HiGHS
+        return retry_exact(ctx, lambda: self._solve(jobs, cluster, ctx), what=self.name)
+
+    def _solve(self, jobs: JobSet, cluster: Cluster, ctx: SolveContext) -> PolicyOutcome:
         codes, weights, originals, ignored = self._entities(jobs)
         u = self.base_shares(jobs, cluster)
         mu_u = jobs.multiplicity[:, None] * u

@@ -67,10 +67,11 @@ from ..cluster import Cluster
 from ..engine import SolveContext
 from ..errors import ValidationError, show
 from ..jobs import JobSet
+from ..solvers.fallback import accepted_violation
 from ..solvers.registry import AUTO_IPM_MIN_VARS
 from .base import Policy, PolicyOutcome, register_policy
 from .builder import ProgramBuilder
-from .common import STAGE2_RELATIVE_SLACK, add_base_rows
+from .common import STAGE2_RELATIVE_SLACK, add_base_rows, retry_exact
 from .max_min_fairness import normalized_share_coefficients
 from .params import check_bool, check_int, check_real
 
@@ -126,9 +127,14 @@ class MaxMinFairnessWaterFilling(Policy):
 
     def solve(self, jobs: JobSet, cluster: Cluster, ctx: SolveContext) -> PolicyOutcome:
         a = self.coefficients(jobs, cluster)
-        fill = water_fill(a, jobs, cluster, ctx, name=self.name, rise_tol=self.rise_tol,
-                          slack_cap=self.slack_cap, max_lps=self.max_lps)
-        return fill.outcome(lambda X: self.objective_of(X, jobs, cluster))
+
+        def attempt() -> PolicyOutcome:
+            fill = water_fill(a, jobs, cluster, ctx, name=self.name, rise_tol=self.rise_tol,
+                              slack_cap=self.slack_cap, max_lps=self.max_lps)
+            return fill.outcome(lambda X: self.objective_of(X, jobs, cluster))
+
+        # a chain of LPs: an inexact backend's failure re-runs the fill with HiGHS
+        return retry_exact(ctx, attempt, what=self.name)
 
 
 def check_water_filling_params(rise_tol, slack_cap, max_lps) -> None:
@@ -446,7 +452,12 @@ class _LevelModel:
         # variable bound can add to the group's level
         self.level_l1 = np.bincount(group_of[X.job], weights=np.abs(a[X.job, X.gpu]),
                                     minlength=n_groups) / weight
-        self.ptol = float(ctx.options.get("primal_feasibility_tolerance", 1e-9)) if self.mode == "warm" else 1e-9
+        # the largest violation a returned point may have: HiGHS' feasibility tolerance (warm
+        # mode); for other backends what SolveContext.run accepts before re-solving with HiGHS
+        # (interior points miss rows by far more than 1e-9: a margin built on 1e-9 left the
+        # next slack LP infeasible, the spurious "slack LP ... ended 'infeasible'")
+        self.ptol = (float(ctx.options.get("primal_feasibility_tolerance", 1e-9)) if self.mode == "warm"
+                     else accepted_violation(ctx.solver))
         # per group: the highest level it can reach at all (every member's whole time on
         # its best type): sum_j max_k a_jk / W_g
         self.caps = np.bincount(group_of, weights=np.where(a > 0, a, 0.0).max(axis=1, initial=0.0),
@@ -473,8 +484,12 @@ class _LevelModel:
         """How far below a level ``level`` read off ``x`` it is safe to re-impose it.
 
         ``x`` breaks bounds and rows by up to ``v`` = :meth:`violation` (taken between 1e-3
-        and 1 times the HiGHS feasibility tolerance: looser backends such as CBC, which
-        prints 8 digits, accept their own violations anyway), which can lift a group's level by up to ``v`` times
+        and 1 times ``ptol``: HiGHS' feasibility tolerance in warm mode; in rebuild mode
+        :func:`~hetsched.solvers.fallback.accepted_violation` of the backend: 1e-9 for simplex
+        backends such as CBC (which prints 8 digits but accepts its own violations), 1e-7 for
+        interior-point ones, beyond which :meth:`~hetsched.engine.SolveContext.run` re-solves
+        the program with HiGHS), which can
+        lift a group's level by up to ``v`` times
         the sum of its coefficients (and ``v / W_g`` through its own row): the margin is
         ``MARGIN_FACTOR`` times that plus the relative slack ``STAGE2_RELATIVE_SLACK``.
         It is kept this small on purpose: a frozen group may end anywhere within its margin,

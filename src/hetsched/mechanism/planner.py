@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import inspect
 import logging
 import time
 from collections.abc import Sequence
@@ -345,6 +346,11 @@ def plan_round(
                 )
             types = cluster.gpu_types
     types = tuple(types)
+    known = {name for name, par in inspect.signature(plan_round_arrays).parameters.items()
+             if par.kind is inspect.Parameter.KEYWORD_ONLY and name not in ("job_ids", "gpu_types")}
+    unknown = sorted(set(options) - known)
+    if unknown:
+        raise ValidationError(f"`options` of plan_round must be among {sorted(known)}; got unknown {unknown}.")
     return plan_round_arrays(
         X, scale_factors, cluster.capacities(types), history, job_ids=ids, gpu_types=types, **options
     )

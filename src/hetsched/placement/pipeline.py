@@ -111,6 +111,9 @@ def place(
         raise ValidationError(f"`solver` must be one of {sorted(FLOW_SOLVERS)}; got {solver!r}.")
     if order not in ("best_fit", "arbitrary"):
         raise ValidationError(f"`order` must be 'best_fit' or 'arbitrary'; got {order!r}.")
+    for flag, value in (("allow_overcommit", allow_overcommit), ("backfill", backfill)):
+        if not isinstance(value, (bool, np.bool_)):
+            raise ValidationError(f"`{flag}` must be a bool; got {value!r}.")
     req = make_request(
         topo,
         job_ids,

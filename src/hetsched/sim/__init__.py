@@ -7,8 +7,11 @@
 >>> res.summary["n_completed"], bool(res.jobs["jct"].gt(0).all())
 (20, True)
 
-Modules: :mod:`.trace` (Trace, generated workloads), :mod:`.readers` (Gavel, Philly,
-Helios/Lucid and Alibaba PAI traces from local files), :mod:`.rounds` (the round loop's
+Modules: :mod:`.trace` (Trace, generated workloads), :mod:`.readers` (Philly, Helios/Lucid
+and Alibaba PAI traces from local files; :mod:`.gavel_trace` Gavel's traces and cluster
+specs; :mod:`.trace_cells` column-at-once parsing; :mod:`.load_report` what a reader
+dropped and why), :mod:`.provenance` (command line, versions and git commit of an output
+directory; the progress-bar default), :mod:`.rounds` (the round loop's
 interface: RoundView, RoundRows, RoundScheduler), :mod:`.policy_scheduler` (any policy as a
 round scheduler), :mod:`.simulator` (the driver with a simulated clock), :mod:`.ledger`
 (per-job accounting), :mod:`.placing` (rows onto servers), :mod:`.options` (SimOptions),
@@ -25,6 +28,7 @@ from .metrics import FTF_THRESHOLD, package_versions, window_mask
 from .readers import (
     JOB_TABLE_COLUMNS,
     load_trace,
+    read_gavel_cluster_specs,
     read_gavel_trace,
     read_helios_trace,
     read_pai_trace,
@@ -57,6 +61,7 @@ __all__ = [
     "load_config",
     "load_trace",
     "package_versions",
+    "read_gavel_cluster_specs",
     "read_gavel_trace",
     "read_helios_trace",
     "read_pai_trace",

@@ -75,6 +75,15 @@ class SimOptions:
     backfill : bool, default True
         Later, smaller jobs may run past one whose gang does not fit (False: the mechanism's
         walk stops there).
+    learn_throughputs : bool, default False
+        Hide the throughputs from the scheduler: it runs inside an
+        :class:`~hetsched.OnlineScheduler` that learns them from per-round reports
+        (:func:`hetsched.online.simulate_online`); progress still follows the true ones.
+    report_noise : float, default 0
+        With ``learn_throughputs``: reported steps are the true ones times
+        ``exp(report_noise * Z)``, Z standard normal (seeded by ``seed``).
+    throughput_reference : ThroughputCatalogue or None
+        With ``learn_throughputs``: profiled job types the estimator completes against.
 
     Examples
     --------
@@ -106,6 +115,9 @@ class SimOptions:
     min_solve_interval: float = 0.0
     arrivals: str = "carve"
     backfill: bool = True
+    learn_throughputs: bool = False
+    report_noise: float = 0.0
+    throughput_reference: Any = None
 
     @classmethod
     def preset(cls, name: str, **overrides: Any) -> SimOptions:
@@ -152,6 +164,13 @@ class SimOptions:
             _positive(self.reallocate, "reallocate")
         set_(self, "max_time", _positive(self.max_time, "max_time", allow_none=True))
         set_(self, "wall_time_limit", _positive(self.wall_time_limit, "wall_time_limit", allow_none=True))
+        set_(self, "solve_time_limit", _positive(self.solve_time_limit, "solve_time_limit", allow_none=True))
+        k = self.stickiness
+        if isinstance(k, bool) or not isinstance(k, (int, float, np.integer, np.floating)) \
+                or not math.isfinite(float(k)) or k < 0:
+            raise ValidationError(f"`stickiness` must be a finite number >= 0; got {k!r}.")
+        if self.solver_options is not None and not isinstance(self.solver_options, Mapping):
+            raise ValidationError(f"`solver_options` must be a mapping or None; got {type(self.solver_options).__name__}.")
         for name in ("stop_after_window", "reset_shares", "record_runs", "work_conserving", "backfill"):
             set_(self, name, _bool(getattr(self, name), name))
         if self.placement is not None:
@@ -181,6 +200,23 @@ class SimOptions:
             raise ValidationError(f"`window_unit` must be 'jobs' or 'seconds'; got {self.window_unit!r}.")
         if isinstance(self.seed, bool) or not isinstance(self.seed, (int, np.integer)) or self.seed < 0:
             raise ValidationError(f"`seed` must be a non-negative int; got {self.seed!r}.")
+        set_(self, "learn_throughputs", _bool(self.learn_throughputs, "learn_throughputs"))
+        z = self.report_noise
+        if isinstance(z, bool) or not isinstance(z, (int, float, np.integer, np.floating)) \
+                or not math.isfinite(float(z)) or z < 0:
+            raise ValidationError(f"`report_noise` must be a finite number >= 0; got {z!r}.")
+        set_(self, "report_noise", float(z))
+        if (self.report_noise > 0 or self.throughput_reference is not None) and not self.learn_throughputs:
+            raise ValidationError("`report_noise` and `throughput_reference` apply with `learn_throughputs=True` only.")
+        if self.learn_throughputs and self.mechanism != "rounds":
+            raise ValidationError("`learn_throughputs=True` needs `mechanism='rounds'` (an online scheduler runs "
+                                  "whole GPUs per round).")
+        if self.throughput_reference is not None:
+            from ..throughputs import ThroughputCatalogue
+
+            if not isinstance(self.throughput_reference, ThroughputCatalogue):
+                raise ValidationError(f"`throughput_reference` must be a hetsched.ThroughputCatalogue or None; got "
+                                      f"{type(self.throughput_reference).__name__}.")
 
     def replace(self, **changes: Any) -> SimOptions:
         """A copy with ``changes`` applied (validated again)."""

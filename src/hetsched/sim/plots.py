@@ -1,7 +1,15 @@
 """Plots of simulation results (matplotlib, the optional ``plot`` extra, imported lazily).
 
-Each function draws on ``ax`` (a new figure when None) and returns the Axes; labels are
-set, nothing is shown or saved (``ax.figure.savefig(path)`` does that)::
+Each function draws on ``ax`` (a new figure when None) and returns the Axes
+(:func:`utilization_by_type` returns a Figure of several panels); labels are set, nothing
+is shown or saved (``ax.figure.savefig(path)`` does that). Several runs overlay when given
+as a list or a mapping label -> result; :func:`run_labels` names runs after their config.
+
+Utilization is smoothed by a **centred rolling window of simulated time**: the busy
+GPU-seconds of the rounds whose midpoint lies within ``window_hours / 2`` of a point,
+divided by the GPU-seconds available there (a time-weighted mean, exact for rounds of
+unequal length). Default window: 1/50 of the simulated span, at least one round; the
+window used is printed on the figure::
 
     import hetsched as hs
     from hetsched.sim import generate_workload, plots, simulate
@@ -13,6 +21,7 @@ set, nothing is shown or saved (``ax.figure.savefig(path)`` does that)::
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -21,7 +30,8 @@ import pandas as pd
 
 from ..errors import ValidationError
 
-__all__ = ["ftf_cdf", "jct_cdf", "jct_vs_load", "solver_time_vs_size", "utilization_over_time"]
+__all__ = ["ftf_cdf", "jct_cdf", "jct_vs_load", "run_labels", "smoothed_utilization", "solver_time_vs_size",
+           "utilization_by_type", "utilization_over_time"]
 
 
 def _plt():
@@ -68,6 +78,14 @@ def _jobs(r: Any) -> pd.DataFrame:
     return df
 
 
+def _legend(ax) -> None:
+    """The legend above the axes (never over the data), up to two columns."""
+    handles, labels = ax.get_legend_handles_labels()
+    if handles:
+        ax.legend(handles, labels, fontsize="small", loc="lower left", bbox_to_anchor=(0.0, 1.01),
+                  ncol=1 if len(labels) < 3 or max(map(len, labels)) > 30 else 2, frameon=False, borderaxespad=0.0)
+
+
 def _cdf(ax, values: np.ndarray, label: str) -> None:
     v = np.sort(values[np.isfinite(values)])
     if v.size == 0:
@@ -96,47 +114,209 @@ def jct_cdf(results: Any, *, ax=None, hours: bool = True, log_x: bool = True):
     if log_x:
         ax.set_xscale("log")
     ax.grid(alpha=0.3)
-    ax.legend(fontsize="small")
+    _legend(ax)
     return ax
 
 
-def ftf_cdf(results: Any, *, ax=None, threshold: float = 1.05):
-    """CDF of finish-time fairness ρ of the measured jobs, with the ρ threshold marked."""
+def ftf_cdf(results: Any, *, ax=None, threshold: float = 1.05, log_x: bool | None = None):
+    """CDF of finish-time fairness ρ of the measured jobs, with the ρ threshold marked.
+
+    Parameters
+    ----------
+    results : SimulationResult, list or mapping label -> result (or a jobs DataFrame)
+    ax : matplotlib Axes, optional
+    threshold : float, default 1.05
+        Drawn as a dashed line (jobs to its right were treated unfairly).
+    log_x : bool, optional
+        Logarithmic ρ axis; default: when the largest ρ is over 20 times the smallest
+        (a FIFO run beside fair policies spans two decades).
+    """
     ax = _axes(ax)
-    for label, r in _results(results).items():
-        _cdf(ax, _jobs(r)["ftf"].to_numpy(dtype=float), str(label))
-    ax.axvline(threshold, color="grey", ls="--", lw=1)
+    values = {str(label): _jobs(r)["ftf"].to_numpy(dtype=float) for label, r in _results(results).items()}
+    for label, v in values.items():
+        _cdf(ax, v, label)
+    finite = np.concatenate([v[np.isfinite(v) & (v > 0)] for v in values.values()] or [np.zeros(0)])
+    if log_x is None:
+        log_x = finite.size > 0 and finite.max() > 20 * finite.min()
+    ax.axvline(threshold, color="grey", ls="--", lw=1, label=f"ρ = {threshold:g}")
     ax.set_xlabel("finish-time fairness ρ (JCT / isolated-share time)")
     ax.set_ylabel("fraction of jobs")
+    if log_x:
+        ax.set_xscale("log")
     ax.grid(alpha=0.3)
-    ax.legend(fontsize="small")
+    _legend(ax)
     return ax
 
 
-def utilization_over_time(result: Any, *, ax=None, per_type: bool = True, smooth_rounds: int = 1):
-    """Busy fraction of the cluster (and of each GPU type) per round, against simulated hours.
+def run_labels(results: Sequence[Any], names: Sequence[str] | None = None) -> list[str]:
+    """Legend labels for runs: each run's policy label (``config["policy"]``); runs that
+    share one get the config entries that tell them apart (``"fifo (seed=1)"``), else their
+    ``names`` (e.g. directory names), else their position.
+
+    Parameters
+    ----------
+    results : sequence of SimulationResult
+    names : sequence of str, optional
+        Fallback names, one per run.
+    """
+    base = [str(r.config.get("policy", f"run {i}")) for i, r in enumerate(results)]
+    out = list(base)
+    for label in set(base):
+        group = [i for i, b in enumerate(base) if b == label]
+        if len(group) < 2:
+            continue
+        keys = sorted({k for i in group for k, v in results[i].config.items()
+                       if isinstance(v, (str, int, float, bool)) and k not in ("policy", "workload_meta")})
+        differ = [k for k in keys if len({repr(results[i].config.get(k)) for i in group}) > 1]
+        for i in group:
+            if differ:
+                out[i] = f"{label} ({', '.join(f'{k}={results[i].config.get(k)}' for k in differ[:3])})"
+            elif names is not None:
+                out[i] = f"{label} ({names[i]})"
+            else:
+                out[i] = f"{label} (run {i})"
+    return out
+
+
+def _window_seconds(rounds: pd.DataFrame, window_hours: float | None) -> float:
+    if window_hours is not None:
+        w = float(window_hours)
+        if not (math.isfinite(w) and w > 0):
+            raise ValidationError(f"`window_hours` must be a positive number of hours; got {window_hours!r}.")
+        return w * 3600.0
+    if len(rounds) == 0:
+        return 3600.0
+    span = float((rounds["start"] + rounds["seconds"]).max() - rounds["start"].min())
+    return max(span / 50.0, float(rounds["seconds"].max()))
+
+
+def smoothed_utilization(result: Any, *, window_hours: float | None = None) -> tuple[pd.DataFrame, float]:
+    """Busy fraction per GPU type and in all, smoothed over a centred window of simulated time.
+
+    Parameters
+    ----------
+    result : SimulationResult
+    window_hours : float, optional
+        Window width in hours (default: 1/50 of the simulated span, at least one round).
+
+    Returns
+    -------
+    (DataFrame, float)
+        Columns ``hours`` (round midpoints, simulated hours), one per GPU type and
+        ``total``; and the window width used, in hours.
+    """
+    r = result.rounds
+    w = _window_seconds(r, window_hours)
+    sec = r["seconds"].to_numpy(dtype=float)
+    mid = r["start"].to_numpy(dtype=float) + sec / 2
+    index = pd.to_timedelta(mid, unit="s")
+    out = pd.DataFrame({"hours": mid / 3600.0})
+
+    def roll(values: np.ndarray) -> np.ndarray:
+        return pd.Series(values, index=index).rolling(pd.Timedelta(seconds=w), center=True, min_periods=1).sum().to_numpy()
+
+    busy_all = np.zeros(len(r))
+    cap_all = np.zeros(len(r))
+    for k, t in enumerate(result.gpu_types):
+        busy = r[f"busy_{t}"].to_numpy(dtype=float)
+        cap = float(result.capacities[k]) * sec
+        busy_all += busy
+        cap_all += cap
+        with np.errstate(invalid="ignore", divide="ignore"):
+            out[t] = roll(busy) / roll(cap) if float(result.capacities[k]) > 0 else np.nan
+    with np.errstate(invalid="ignore", divide="ignore"):
+        out["total"] = roll(busy_all) / roll(cap_all)
+    return out, w / 3600.0
+
+
+def _window_text(hours: float) -> str:
+    return f"{hours * 60:.0f} min" if hours < 1 else f"{hours:.3g} h"
+
+
+def utilization_over_time(result: Any, *, ax=None, per_type: bool = True, smooth_rounds: int | None = None,
+                          window_hours: float | None = None):
+    """Busy fraction of the cluster (and of each GPU type) against simulated hours, smoothed.
 
     Parameters
     ----------
     result : SimulationResult
     per_type : bool, default True
         One line per GPU type besides the total.
-    smooth_rounds : int, default 1
-        Rolling mean over this many rounds.
+    smooth_rounds : int, optional
+        Rolling mean over this many rounds instead of a time window (1: raw rounds).
+    window_hours : float, optional
+        Width of the centred time window (see the module docstring; default 1/50 of the
+        simulated span, at least one round).
     """
     ax = _axes(ax)
-    u = result.utilization_over_time()
-    hours = u["start"].to_numpy(dtype=float) / 3600
     cols = list(result.gpu_types) if per_type else []
-    for c in cols + ["total"]:
-        y = u[c].rolling(max(int(smooth_rounds), 1), min_periods=1).mean().to_numpy()
-        ax.plot(hours, y, label=c, lw=2 if c == "total" else 1)
-    ax.set_xlabel("simulated time (hours)")
+    if smooth_rounds is not None:
+        u = result.utilization_over_time()
+        x = u["start"].to_numpy(dtype=float) / 3600
+        series = {c: u[c].rolling(max(int(smooth_rounds), 1), min_periods=1).mean().to_numpy() for c in cols + ["total"]}
+        note = f"rolling mean over {max(int(smooth_rounds), 1)} rounds"
+    else:
+        u, hours = smoothed_utilization(result, window_hours=window_hours)
+        x = u["hours"].to_numpy()
+        series = {c: u[c].to_numpy() for c in cols + ["total"]}
+        note = f"centred mean over {_window_text(hours)}"
+    for c, y in series.items():
+        ax.plot(x, y, label="all GPUs" if c == "total" else c, lw=2.2 if c == "total" else 1.3,
+                color="black" if c == "total" else None)
+    ax.set_xlabel(f"simulated time (hours); {note}")
     ax.set_ylabel("GPUs busy (fraction)")
     ax.set_ylim(0, 1.05)
     ax.grid(alpha=0.3)
-    ax.legend(fontsize="small")
+    ax.legend(fontsize="small", loc="lower left", bbox_to_anchor=(0.0, 1.01), ncol=4, frameon=False, borderaxespad=0.0)
     return ax
+
+
+def utilization_by_type(results: Any, *, window_hours: float | None = None, gpu_types: Sequence[str] | None = None):
+    """One panel per GPU type (and one for all GPUs), one smoothed line per run.
+
+    Parameters
+    ----------
+    results : SimulationResult, list or mapping label -> result
+    window_hours : float, optional
+        Smoothing window (default: 1/50 of the longest run's simulated span, at least one
+        round; the same window for every run, printed in the title).
+    gpu_types : sequence of str, optional
+        Panels to draw (default: every type of any run).
+
+    Returns
+    -------
+    matplotlib.figure.Figure
+    """
+    runs = _results(results)
+    if not runs:
+        raise ValidationError("`results` must hold at least one run.")
+    if window_hours is None:
+        window_hours = max(_window_seconds(r.rounds, None) for r in runs.values()) / 3600.0
+    types = list(gpu_types) if gpu_types is not None else list(dict.fromkeys(t for r in runs.values() for t in r.gpu_types))
+    panels = types + ["total"]
+    plt = _plt()
+    ncol = min(2, len(panels))
+    nrow = math.ceil(len(panels) / ncol)
+    fig, axes = plt.subplots(nrow, ncol, figsize=(5.0 * ncol, 2.6 * nrow), sharex=True, sharey=True,
+                             layout="constrained", squeeze=False)
+    smoothed = {label: smoothed_utilization(r, window_hours=window_hours)[0] for label, r in runs.items()}
+    for ax, panel in zip(axes.flat, panels):
+        for label, u in smoothed.items():
+            if panel in u:
+                ax.plot(u["hours"], u[panel], lw=1.5, label=str(label))
+        ax.set_title("all GPUs" if panel == "total" else panel, fontsize="medium")
+        ax.set_ylim(0, 1.05)
+        ax.grid(alpha=0.3)
+    for ax in axes.flat[len(panels):]:
+        ax.set_visible(False)
+    for ax in axes[-1]:
+        ax.set_xlabel("simulated time (hours)")
+    for ax in axes[:, 0]:
+        ax.set_ylabel("GPUs busy (fraction)")
+    handles, labels = axes.flat[0].get_legend_handles_labels()
+    fig.legend(handles, labels, loc="outside lower center", ncol=min(len(labels), 3), fontsize="small", frameon=False)
+    fig.suptitle(f"Utilization, centred mean over {_window_text(window_hours)} of simulated time", fontsize="medium")
+    return fig
 
 
 def jct_vs_load(sweep_df: pd.DataFrame, *, ax=None, x: str = "load", y: str = "avg_jct_hours",
@@ -161,16 +341,19 @@ def jct_vs_load(sweep_df: pd.DataFrame, *, ax=None, x: str = "load", y: str = "a
     if "error" in df:
         err = df["error"]
         df = df[err.isna().to_numpy() | (err.astype(str) == "").to_numpy()]
+    spread = 0
     for label, g in df.groupby(hue, sort=False):
         st = g.groupby(x)[y].agg(["mean", "std", "count"]).sort_index()
         if errorbars and (st["count"] > 1).any():
             ax.errorbar(st.index, st["mean"], yerr=st["std"].fillna(0), marker="o", capsize=3, label=str(label))
+            spread = max(spread, int(st["count"].max()))
         else:
             ax.plot(st.index, st["mean"], marker="o", label=str(label))
     ax.set_xlabel("input job rate (jobs/hour)" if x == "load" else x)
-    ax.set_ylabel("average JCT (hours)" if y == "avg_jct_hours" else y)
+    ylabel = "average JCT (hours)" if y == "avg_jct_hours" else y
+    ax.set_ylabel(ylabel + (f"\nmean ± s.d. over up to {spread} runs per point" if spread else ""))
     ax.grid(alpha=0.3)
-    ax.legend(fontsize="small")
+    _legend(ax)
     return ax
 
 
@@ -180,10 +363,10 @@ def solver_time_vs_size(results: Any, *, ax=None, size: str = "solve_jobs"):
     for label, r in _results(results).items():
         rounds = r.rounds if not isinstance(r, pd.DataFrame) else r
         solved = rounds[rounds["solved"].astype(bool)]
-        ax.scatter(solved[size], solved["solve_s"] * 1e3, s=6, alpha=0.5, label=str(label))
+        ax.scatter(solved[size], solved["solve_s"] * 1e3, s=8, alpha=0.6, label=str(label))
     ax.set_xlabel("active jobs per solve" if size == "solve_jobs" else "job classes per solve")
     ax.set_ylabel("solve time (ms)")
     ax.set_yscale("log")
     ax.grid(alpha=0.3)
-    ax.legend(fontsize="small")
+    _legend(ax)
     return ax

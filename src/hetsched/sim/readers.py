@@ -4,7 +4,9 @@ Two kinds of source:
 
 * **Gavel's trace** (10 tab-separated columns per line, or 9, 11 or the older 7 of its
   Philly-derived ``msr`` traces; job types named as in the throughput table) becomes a
-  :class:`~hetsched.sim.Trace` directly with :func:`read_gavel_trace`.
+  :class:`~hetsched.sim.Trace` directly with :func:`read_gavel_trace`; the cluster sizes
+  of Gavel's msr experiments (``cluster_specs.json``) come from
+  :func:`read_gavel_cluster_specs`.
 * **Cluster logs** (Philly ``cluster_job_log`` JSON, Helios/Lucid ``cluster_log.csv``,
   Alibaba PAI 2020 job and task tables) record when jobs were submitted, how many GPUs they
   held and for how long, but not what they trained. Their readers return a *job table*
@@ -12,14 +14,20 @@ Two kinds of source:
   job a job type from a throughput catalogue (uniform among the types that have a row at
   the job's GPU count, seeded) and turns its duration into steps at that type's throughput.
 
-Every reader validates its rows and names the offending one (``line N`` of a text file,
-header = line 1; ``entry N`` of a JSON list, from 0): missing or non-numeric fields, NaNs,
-non-positive steps, durations or GPU counts, negative or out-of-order arrivals, unknown job
-types, GPU counts larger than the cluster (when ``cluster`` is given), bytes that are not
-UTF-8 (named by line and byte offset; a CSV header or a Philly file whose JSON structure
-they break cannot be skipped). ``errors="skip"``
-drops bad rows instead (each logged, counted in ``meta["skipped"]``). Nothing is ever
-downloaded.
+**Rows the readers do not keep** (:mod:`hetsched.sim.load_report`). Real traces hold
+jobs that never started, never finished or lasted zero seconds, and Gavel's msr traces
+hold job types the throughput table lacks: by default (``errors="drop"``) such rows are
+dropped and counted by reason in a load report, ``meta["load_report"]`` of the trace
+(``attrs["meta"]["load_report"]`` of a job table). A *malformed* row -- a missing or
+non-numeric field, a wrong number of columns, bytes that are not UTF-8, a duplicate id,
+arrivals out of order, a job larger than ``cluster`` -- raises a
+:class:`~hetsched.errors.ValidationError` naming it (``line N`` of a text file, header =
+line 1; ``entry N`` of a JSON list, from 0) and the rule and value; ``errors="skip"``
+drops and counts those too, ``errors="raise"`` rejects every row that is not kept (the
+first in file order). ``meta["skipped"]`` lists the message of every dropped row.
+
+The readers parse columns at once (pandas, numpy) and build messages only for the rows
+they name. Nothing is ever downloaded.
 """
 
 from __future__ import annotations
@@ -27,10 +35,8 @@ from __future__ import annotations
 import csv
 import json
 import logging
-import math
-from collections.abc import Iterator, Mapping, Sequence
-from contextlib import closing
-from datetime import datetime
+from collections.abc import Mapping, Sequence
+from operator import itemgetter
 from pathlib import Path
 from typing import Any
 
@@ -41,11 +47,36 @@ from ..cluster import Cluster
 from ..errors import ValidationError
 from ..jobs import JobSet
 from ..throughputs import ThroughputCatalogue, load_gavel_throughputs
+from .gavel_trace import read_gavel_cluster_specs, read_gavel_trace, reference_column
+from .load_report import LoadReport, RowChecks
 from .trace import Trace
+from .trace_cells import (
+    ABSENT,
+    JOB_TABLE_COLUMNS,
+    OK,
+    bad_utf8,
+    cell_text,
+    columns_of,
+    csv_columns,
+    csv_records,
+    decode_text,
+    duration_checks,
+    empty_strings,
+    fail_parse,
+    finish_table,
+    gc_paused,
+    isin,
+    needs_strip,
+    numbers,
+    path_arg,
+    selection,
+    times,
+)
 
 __all__ = [
     "JOB_TABLE_COLUMNS",
     "load_trace",
+    "read_gavel_cluster_specs",
     "read_gavel_trace",
     "read_helios_trace",
     "read_pai_trace",
@@ -55,473 +86,195 @@ __all__ = [
 
 log = logging.getLogger(__name__)
 
-#: Columns of a job table: id, submission time (s, from the first submission), GPUs held,
-#: run time (s), GPU type it ran on (or None), user, final status, and where in the file
-#: the job came from (for messages).
-JOB_TABLE_COLUMNS = ("job_id", "arrival", "num_gpus", "duration", "gpu_type", "user", "status", "source_row")
-
-_TIME_FORMATS = ("%Y-%m-%d %H:%M:%S", "%Y-%m-%dT%H:%M:%S", "%Y-%m-%d %H:%M:%S.%f", "%Y-%m-%dT%H:%M:%S.%f")
-
-
-class _Rows:
-    """Collects bad rows: raise at the first one, or skip and count them."""
-
-    def __init__(self, source: str, errors: str) -> None:
-        if errors not in ("raise", "skip"):
-            raise ValidationError(f"`errors` must be 'raise' or 'skip'; got {errors!r}.")
-        self.source = source
-        self.errors = errors
-        self.skipped: list[str] = []
-
-    def bad(self, where: str, message: str) -> None:
-        text = f"{self.source}: {where}: {message}"
-        if self.errors == "raise":
-            raise ValidationError(text)
-        self.skipped.append(text)
-        log.warning("skipping %s", text)
-
-
-def _path(path: str | Path, name: str = "path") -> Path:
-    if not isinstance(path, (str, Path)):
-        raise ValidationError(f"`{name}` must be a local file path; got {type(path).__name__}.")
-    p = Path(path)
-    if not p.is_file():
-        raise ValidationError(f"`{name}` must be an existing local file; got {str(p)!r}, which does not exist or is not a file.")
-    return p
-
-
-def _bad_utf8(exc: UnicodeDecodeError, offset: int) -> str:
-    """Message for a byte that is not UTF-8: the byte and its offset in the file (from 0)."""
-    byte = exc.object[exc.start:exc.start + 1]
-    return (f"is not valid UTF-8: byte 0x{byte.hex()} at byte offset {offset + exc.start} of the file "
-            f"({exc.reason}); trace files must be UTF-8 text")
-
-
-def _text_lines(p: Path, checker: _Rows, *, header: bool = False) -> Iterator[str]:
-    """The lines of ``p`` (line ends kept), decoded as UTF-8 one by one.
-
-    A line with a byte that is not UTF-8 is a bad row named by its line number and the
-    byte's offset in the file: with ``errors="raise"`` a :class:`ValidationError`; with
-    ``errors="skip"`` it is counted in ``meta["skipped"]`` and reads as an empty line (so
-    later line numbers stay right). ``header=True``: line 1 is a header and cannot be
-    skipped.
-    """
-    offset = 0
-    with p.open("rb") as f:
-        for ln, raw in enumerate(f, start=1):
-            try:
-                text = raw.decode("utf-8")
-            except UnicodeDecodeError as exc:
-                message = _bad_utf8(exc, offset)
-                if header and ln == 1:
-                    raise ValidationError(f"{checker.source}: line 1 (the header) {message}.") from None
-                checker.bad(f"line {ln}", message)
-                text = "\n"
-            offset += len(raw)
-            yield text
-
-
-def _number(text: Any, what: str, *, integer: bool = False) -> float:
-    if text is None:
-        raise ValueError(f"`{what}` is missing")
-    if isinstance(text, str):
-        text = text.strip()
-        if text == "" or text.lower() in ("none", "null", "nan"):
-            raise ValueError(f"`{what}` is missing (got {text!r})")
-    try:
-        v = float(text)
-    except (TypeError, ValueError):
-        raise ValueError(f"`{what}` must be a number; got {text!r}") from None
-    if not math.isfinite(v):
-        raise ValueError(f"`{what}` must be finite; got {text!r}")
-    if integer and v != int(v):
-        raise ValueError(f"`{what}` must be an integer; got {text!r}")
-    return v
-
-
-def _timestamp(text: Any, what: str) -> float:
-    """Seconds: a number as is, or a date-time string (naive, treated as UTC)."""
-    if isinstance(text, (int, float)) and not isinstance(text, bool):
-        return _number(text, what)
-    if not isinstance(text, str) or text.strip() == "" or text.strip().lower() in ("none", "null", "nan"):
-        raise ValueError(f"`{what}` is missing (got {text!r})")
-    s = text.strip()
-    try:
-        return _number(s, what)
-    except ValueError:
-        pass
-    for fmt in _TIME_FORMATS:
-        try:
-            dt = datetime.strptime(s, fmt)
-        except ValueError:
-            continue
-        return (dt - datetime(1970, 1, 1)).total_seconds()
-    raise ValueError(f"`{what}` must be seconds or a date-time 'YYYY-MM-DD HH:MM:SS'; got {text!r}")
-
-
-def _finish_table(rows: list[dict[str, Any]], source: str, checker: _Rows, *, sort: bool,
-                  cluster: Cluster | None, meta: dict[str, Any]) -> pd.DataFrame:
-    """Arrival order, relative arrivals, duplicates, cluster fit; the job table."""
-    if sort:
-        rows = sorted(rows, key=lambda r: r["arrival"])
-    else:
-        kept: list[dict[str, Any]] = []
-        last = -math.inf
-        for r in rows:
-            if r["arrival"] < last:
-                checker.bad(
-                    r["source_row"],
-                    f"arrivals must be non-decreasing (rows in submission order; pass sort=True to sort); "
-                    f"submitted at {r['arrival']:.6g} s, before the previous job at {last:.6g} s",
-                )
-                continue
-            last = r["arrival"]
-            kept.append(r)
-        rows = kept
-    seen: dict[Any, str] = {}
-    kept = []
-    for r in rows:
-        if r["job_id"] in seen:
-            checker.bad(r["source_row"], f"job id {r['job_id']!r} appears twice (first at {seen[r['job_id']]})")
-            continue
-        seen[r["job_id"]] = r["source_row"]
-        kept.append(r)
-    rows = kept
-    if cluster is not None:
-        kept = []
-        largest = int(cluster.counts.max()) if cluster.counts.size else 0
-        for r in rows:
-            gt = r.get("gpu_type")
-            limit = cluster.count(gt) if gt is not None and cluster.count(gt) > 0 else largest
-            if r["num_gpus"] > limit:
-                where = f"type {gt!r} has {limit}" if gt is not None and cluster.count(gt) > 0 else f"the largest GPU type has {largest}"
-                checker.bad(r["source_row"], f"job {r['job_id']!r} asks for {r['num_gpus']} GPUs but {where}")
-                continue
-            kept.append(r)
-        rows = kept
-    df = pd.DataFrame(rows, columns=list(JOB_TABLE_COLUMNS))
-    if len(df):
-        t0 = float(df["arrival"].min())
-        df["arrival"] = df["arrival"] - t0
-        meta["time_origin"] = t0
-    df["num_gpus"] = df["num_gpus"].astype(np.int64)
-    df["arrival"] = df["arrival"].astype(float)
-    df["duration"] = df["duration"].astype(float)
-    meta["skipped"] = list(checker.skipped)
-    df.attrs["source"] = source
-    df.attrs["meta"] = meta
-    log.info("%s: %d jobs read, %d rows skipped", source, len(df), len(checker.skipped))
-    return df
-
-
-# ------------------------------------------------------------------------------ Gavel
-def read_gavel_trace(
-    path: str | Path,
-    throughputs: str | Path | ThroughputCatalogue,
-    *,
-    cluster: Cluster | None = None,
-    reference_gpu_type: str | None = None,
-    errors: str = "raise",
-) -> Trace:
-    """Read a Gavel trace (tab-separated, one job per line) with its throughput table.
-
-    Columns (Gavel's ``utils.parse_trace``): ``job_type, command, working_directory,
-    num_steps_arg, needs_data_dir, total_steps, scale_factor, priority_weight, SLO,
-    arrival_time``. The 9-column form without ``working_directory`` and the 11-column form
-    with a ``mode`` column before ``priority_weight`` are accepted too.
-
-    **Older 7-column form** (Gavel's Philly-derived per-virtual-cluster traces,
-    ``scheduler/traces/msr/seed=N/<vc>.trace``): ``job_type, command, num_steps_arg,
-    needs_data_dir, total_steps, arrival_time, scale_factor`` -- note the arrival *before*
-    the scale factor, and no priority weight or SLO. Checked against the older
-    ``parse_trace(trace_file, run_dir)`` of Gavel's ``scheduler/utils.py`` (the version
-    that ``scheduler/run_throughput_vs_latency_msr_trace.py`` at commit ``a009cc0`` calls on
-    those files); the current ``parse_trace`` (commit ``52d9895``) reads the 9-column form.
-    Read here with priority weight 1 (as Gavel sets it) and no SLO; ``needs_data_dir`` must
-    be 0 or 1 (it is otherwise unused). Gavel's old reader silently drops rows with scale
-    factor 0; here they are bad rows like any non-positive scale factor, and so are the
-    rows whose ``(job_type, scale_factor)`` has no throughput-table row (Gavel crashes on
-    those: the msr files hold scale factors up to 64, the table only 1, 2, 4 and 8).
-    Arrival times are kept as in the file (Gavel's msr files start at 0). The
-    cluster of those experiments is in ``traces/msr/cluster_specs.json`` (virtual cluster
-    name -> list of ``"#v100:#p100:#k80"``; Gavel's copy holds only ``{"philly":
-    ["500:0:0"]}``, i.e. 500 V100s); build it with ``Cluster({"v100": 500})``. Each line is
-    read by its own column count.
-
-    * ``(job_type, scale_factor)`` must be a row of the throughput table (with
-      ``errors="skip"`` such rows are dropped and counted in ``meta["no_throughput_row"]``
-      as well as listed in ``meta["skipped"]``);
-    * ``total_steps`` and ``scale_factor`` positive integers, ``priority_weight`` positive;
-    * ``SLO < 0`` means none; otherwise the deadline is ``arrival + SLO * d`` with ``d``
-      the job's run time alone on ``reference_gpu_type`` (``total_steps / T_ref``; Gavel
-      multiplies the SLO by the job's duration);
-    * ``arrival_time`` finite, non-negative, non-decreasing.
-
-    Parameters
-    ----------
-    path : str or Path
-        The trace file.
-    throughputs : str, Path or ThroughputCatalogue
-        Gavel-format throughput JSON (read with :func:`hetsched.load_gavel_throughputs`)
-        or a catalogue.
-    cluster : Cluster, optional
-        When given, a job larger than every GPU type of the cluster is a bad row.
-    reference_gpu_type : str, optional
-        Type whose throughput turns SLO multipliers into deadlines (default: the
-        catalogue's fastest, the V100 for Gavel's table).
-    errors : {"raise", "skip"}
-
-    Returns
-    -------
-    Trace
-        Job ids are line positions ``0, 1, ...`` (as Gavel numbers jobs); job types as in
-        the file; unconsolidated throughputs when the table has them.
-
-    Raises
-    ------
-    ValidationError
-        A missing file or a bad row (named by its line number).
-    """
-    p = _path(path)
-    cat = throughputs if isinstance(throughputs, ThroughputCatalogue) else load_gavel_throughputs(throughputs)
-    checker = _Rows(str(p), errors)
-    known = set(zip(cat.job_types.tolist(), cat.scale_factors.tolist()))
-    ref = _reference_column(cat, reference_gpu_type)
-    table_scales: dict[str, list[int]] = {}
-    for t, k in sorted(known):
-        table_scales.setdefault(t, []).append(int(k))
-    rows: list[tuple[int, str, int, int, float, float, float]] = []
-    last = -math.inf
-    formats: set[int] = set()
-    no_row = 0
-    with closing(_text_lines(p, checker)) as lines:
-        for ln, line in enumerate(lines, start=1):
-            line = line.rstrip("\n").rstrip("\r")
-            if not line.strip():
-                continue
-            cells = line.split("\t")
-            where = f"line {ln}"
-            if len(cells) == 10:
-                jt, steps, sf, weight, slo, arr = cells[0], cells[5], cells[6], cells[7], cells[8], cells[9]
-            elif len(cells) == 11:
-                jt, steps, sf, weight, slo, arr = cells[0], cells[5], cells[6], cells[8], cells[9], cells[10]
-            elif len(cells) == 9:
-                jt, steps, sf, weight, slo, arr = cells[0], cells[4], cells[5], cells[6], cells[7], cells[8]
-            elif len(cells) == 7:
-                # Older form: job_type, command, num_steps_arg, needs_data_dir, total_steps,
-                # arrival_time, scale_factor; no weight (1) and no SLO (-1: none).
-                jt, steps, arr, sf, weight, slo = cells[0], cells[4], cells[5], cells[6], "1", "-1"
-                if cells[3].strip() not in ("0", "1"):
-                    checker.bad(where, f"`needs_data_dir` (column 4 of the 7-column form) must be 0 or 1; "
-                                       f"got {cells[3].strip()!r}")
-                    continue
-            else:
-                checker.bad(where, f"a Gavel trace line has 10 tab-separated columns (7, 9 or 11 accepted); "
-                                   f"got {len(cells)}")
-                continue
-            formats.add(len(cells))
-            try:
-                n_steps = _number(steps, "total_steps", integer=True)
-                scale = _number(sf, "scale_factor", integer=True)
-                w = _number(weight, "priority_weight")
-                slo_v = _number(slo, "SLO")
-                a = _number(arr, "arrival_time")
-            except ValueError as exc:
-                checker.bad(where, str(exc))
-                continue
-            if n_steps <= 0:
-                checker.bad(where, f"`total_steps` must be a positive integer; got {steps.strip()!r}")
-                continue
-            if scale < 1:
-                note = " (Gavel's older reader drops such rows silently)" if len(cells) == 7 and scale == 0 else ""
-                checker.bad(where, f"`scale_factor` must be a positive integer; got {sf.strip()!r}{note}")
-                continue
-            if w <= 0:
-                checker.bad(where, f"`priority_weight` must be positive; got {weight.strip()!r}")
-                continue
-            if a < 0:
-                checker.bad(where, f"`arrival_time` must be non-negative; got {arr.strip()!r}")
-                continue
-            if a < last:
-                checker.bad(where, f"`arrival_time` must be non-decreasing; got {a:.6g} after {last:.6g}")
-                continue
-            if (jt, int(scale)) not in known:
-                no_row += 1
-                names = sorted(table_scales)
-                similar = [t for t in names if t.split(" (")[0] == jt.split(" (")[0]][:4]
-                hint = f" (similar: {similar})" if similar else f" ({len(names)} job types, e.g. {names[:3]})"
-                if jt in table_scales:
-                    hint = f" (the table has {jt!r} at scale factors {table_scales[jt]} only; similar: {similar})"
-                checker.bad(
-                    where,
-                    f"unknown job type ({jt!r}, scale factor {int(scale)}): not a row of the throughput table" + hint,
-                )
-                continue
-            last = a
-            rows.append((ln, jt, int(n_steps), int(scale), w, slo_v, a))
-    if not rows:
-        T = np.zeros((0, len(cat.gpu_types)))
-        return Trace(JobSet(T, gpu_types=cat.gpu_types, steps_remaining=np.zeros(0), arrival_times=np.zeros(0)),
-                     source=f"gavel:{p.name}", meta={"path": str(p), "skipped": checker.skipped,
-                                                     "columns": sorted(formats), "no_throughput_row": no_row})
-    jt_arr = [r[1] for r in rows]
-    sf_arr = np.array([r[3] for r in rows], dtype=np.int64)
-    idx = cat.index_of(jt_arr, sf_arr)
-    T = cat.throughputs[idx]
-    U = None if cat.unconsolidated is None else cat.unconsolidated[idx]
-    steps_arr = np.array([r[2] for r in rows], dtype=float)
-    arrivals = np.array([r[6] for r in rows], dtype=float)
-    slo = np.array([r[5] for r in rows], dtype=float)
-    deadlines = None
-    if (slo >= 0).any():
-        tref = T[:, ref]
-        tref = np.where(tref > 0, tref, T.max(axis=1))
-        dur = steps_arr / np.where(tref > 0, tref, np.inf)
-        deadlines = np.where(slo > 0, arrivals + slo * dur, np.inf)
-        deadlines = np.where(deadlines > arrivals, deadlines, np.inf)
-    if cluster is not None:
-        cap = cluster.capacities(cat.gpu_types)
-        fits = ((T > 0) & (cap[None, :] >= sf_arr[:, None])).any(axis=1)
-        if not fits.all():
-            j = int(np.flatnonzero(~fits)[0])
-            raise ValidationError(
-                f"{p}: line {rows[j][0]}: job {j} ({jt_arr[j]!r}) asks for {int(sf_arr[j])} GPUs but no GPU type "
-                f"of the cluster {cluster.as_dict()} it can run on has that many."
-            )
-    jobs = JobSet(T, gpu_types=cat.gpu_types, ids=np.arange(len(rows)), scale_factors=sf_arr,
-                  weights=np.array([r[4] for r in rows]), steps_remaining=steps_arr, arrival_times=arrivals)
-    return Trace(jobs, unconsolidated=U, job_types=jt_arr, deadlines=deadlines, source=f"gavel:{p.name}",
-                 meta={"path": str(p), "skipped": checker.skipped, "throughputs": repr(cat),
-                       "columns": sorted(formats), "no_throughput_row": no_row})
-
-
-def _reference_column(cat: ThroughputCatalogue, reference_gpu_type: str | None) -> int:
-    if reference_gpu_type is None:
-        T = cat.throughputs
-        med = np.array([np.median(T[T[:, k] > 0, k]) if (T[:, k] > 0).any() else 0.0 for k in range(T.shape[1])])
-        return int(np.argmax(med))
-    if reference_gpu_type not in cat.gpu_types:
-        raise ValidationError(
-            f"`reference_gpu_type` must be one of the catalogue's GPU types {list(cat.gpu_types)}; got {reference_gpu_type!r}."
-        )
-    return cat.gpu_types.index(reference_gpu_type)
-
 
 # ------------------------------------------------------------------------------ Philly
+def _gpu_count(detail: Any) -> int:
+    """GPUs held over the hosts of an attempt's ``detail``; -1 when it is malformed."""
+    if type(detail) is not list:
+        return -1
+    g = 0
+    for host in detail:
+        hg = host.get("gpus") if type(host) is dict else None
+        if type(hg) is not list:
+            return -1
+        g += len(hg)
+    return g
+
+
+_PHILLY_TOP = ("status", "vc", "jobid", "user", "submitted_time", "attempts")
+_PHILLY_ATTEMPT = ("start_time", "end_time", "detail")
+
+
+def _columns(rows: list[Any], keys: tuple[str, ...]) -> list[list[Any]]:
+    """``[[row.get(k) for row in rows] for k in keys]``; rows that are not dicts give None.
+    Fast path: every row is a dict with every key (one C-level ``itemgetter`` pass)."""
+    if not rows:
+        return [[] for _ in keys]
+    try:
+        return [list(col) for col in zip(*map(itemgetter(*keys), rows))]
+    except (KeyError, TypeError):
+        return [[r.get(k) if type(r) is dict else None for r in rows] for k in keys]
+
+
+def _philly_fields(raw: list[Any]) -> dict[str, Any]:
+    """The fields of every entry, one list per field (None where absent): ``object``,
+    ``status``, ``vc``, ``jobid``, ``user``, ``submitted_time``, ``attempts`` state (0 a
+    non-empty list, 1 empty, 2 not a list), ``last_ok`` (the last attempt is an object),
+    its ``start_time`` / ``end_time`` and ``gpus`` (-1: ``detail`` malformed); ``att_repr``
+    the ``attempts`` value of entries without a last attempt."""
+    obj = [type(j) is dict for j in raw]
+    status, vc, jobid, user, sub, att = _columns(raw, _PHILLY_TOP)
+    last = [a[-1] if type(a) is list and a else None for a in att]
+    start, end, detail = _columns(last, _PHILLY_ATTEMPT)
+    return {
+        "object": obj, "status": status, "vc": vc, "jobid": jobid, "user": user, "submitted_time": sub,
+        "attempts": [0 if x is not None else (1 if type(a) is list else 2) for a, x in zip(att, last)],
+        "att_repr": {i: a for i, (a, x) in enumerate(zip(att, last)) if x is None},
+        "last_ok": [x is None or type(x) is dict for x in last],
+        "start_time": start, "end_time": end,
+        "gpus": [_gpu_count(d) if type(x) is dict else -1 for x, d in zip(last, detail)],
+    }
+
+
 def read_philly_trace(
     path: str | Path,
     *,
-    statuses: Sequence[str] | None = None,
+    statuses: Sequence[str] | str | None = None,
+    vc: Sequence[str] | str | None = None,
     cluster: Cluster | None = None,
     sort: bool = False,
-    errors: str = "raise",
+    errors: str = "drop",
 ) -> pd.DataFrame:
     """Read Microsoft Philly's ``cluster_job_log`` (a JSON list of jobs) into a job table.
 
-    Each entry has ``jobid``, ``user``, ``status`` ("Pass", "Killed", "Failed"),
-    ``submitted_time`` and ``attempts``, a list of ``{"start_time", "end_time",
-    "detail": [{"ip": host, "gpus": ["gpu0", ...]}]}``. Times are "YYYY-MM-DD HH:MM:SS".
+    Each entry has ``jobid``, ``vc`` (virtual cluster), ``user``, ``status`` ("Pass",
+    "Killed", "Failed"), ``submitted_time`` and ``attempts``, a list of ``{"start_time",
+    "end_time", "detail": [{"ip": host, "gpus": ["gpu0", ...]}]}``. Times are
+    "YYYY-MM-DD HH:MM:SS" (or seconds).
 
     * arrival: ``submitted_time``; duration: the last attempt's ``end_time - start_time``
       (earlier attempts failed and were retried); GPUs: the number of GPUs the last attempt
       held (summed over its hosts).
-    * An entry without an attempt that has both times, with an end before its start, a
-      submission after its start, or no GPUs is a bad row.
+    * Dropped and counted by default (rows the real log holds): no attempt or a last
+      attempt without ``start_time`` (``never_started``), ``end_time`` missing or
+      ``"None"`` (``unfinished``), no GPUs (``no_gpus``), end equal to start
+      (``zero_duration``).
+    * Malformed (raise by default): a missing or unreadable ``jobid`` /
+      ``submitted_time``, a time that is neither seconds nor a date-time, ``attempts`` or
+      ``detail`` of the wrong shape, an end before the start, a submission after the
+      start, arrivals out of order (unless ``sort``), a duplicate id, a job larger than
+      ``cluster``.
 
     Parameters
     ----------
     path : str or Path
-    statuses : sequence of str, optional
-        Keep only jobs with these statuses (default all; not an error).
+    statuses : str or sequence of str, optional
+        Keep only jobs with these statuses (default all; filtered rows are counted, not
+        errors).
+    vc : str or sequence of str, optional
+        Keep only jobs of these virtual clusters (the entries' ``vc``). A name the file
+        does not hold raises, listing the ones it does.
     cluster : Cluster, optional
-        Jobs larger than every GPU type of the cluster become bad rows.
+        Jobs larger than every GPU type of the cluster are malformed rows.
     sort : bool, default False
         Sort by submission time instead of requiring the file to be in order.
-    errors : {"raise", "skip"}
+    errors : {"drop", "skip", "raise"}, default "drop"
+        See :mod:`hetsched.sim.load_report`.
 
     Returns
     -------
     DataFrame
-        A job table (:data:`JOB_TABLE_COLUMNS`); ``gpu_type`` is None (Philly does not say).
+        A job table (:data:`JOB_TABLE_COLUMNS`); ``gpu_type`` is None (Philly does not
+        say); ``attrs["meta"]`` holds ``load_report``, ``skipped``, ``filtered_status``,
+        ``filtered_vc``.
     """
-    p = _path(path)
-    checker = _Rows(str(p), errors)
+    p = path_arg(path)
+    report = LoadReport(str(p), errors)
+    wanted_status = selection(statuses, "statuses")
+    wanted_vc = selection(vc, "vc")
     data = p.read_bytes()
     escaped = None
     try:
         text = data.decode("utf-8")
     except UnicodeDecodeError as exc:
         ln = data.count(b"\n", 0, exc.start) + 1
-        escaped = f"{p}: line {ln}: {_bad_utf8(exc, 0)}"
-        if errors != "skip":
+        escaped = f"{p}: line {ln}: {bad_utf8(exc, 0)}"
+        if report.raises("not_utf8"):
             raise ValidationError(escaped) from None
         # Undecodable bytes become lone surrogates; the entries that hold one are skipped below.
         text = data.decode("utf-8", errors="surrogateescape")
-    try:
-        raw = json.loads(text)
-    except json.JSONDecodeError as exc:
-        if escaped is not None:  # the bad byte broke the JSON itself: nothing to skip
-            raise ValidationError(escaped) from None
-        raise ValidationError(f"{p}: must hold valid JSON (a list of jobs); {exc}.") from None
-    if not isinstance(raw, list):
-        raise ValidationError(f"{p}: must hold a JSON list of jobs; got {type(raw).__name__}.")
-    rows: list[dict[str, Any]] = []
-    filtered = 0
-    for i, job in enumerate(raw):
-        where = f"entry {i}"
-        if not isinstance(job, dict):
-            checker.bad(where, f"each entry must be an object; got {type(job).__name__}")
-            continue
-        bad_byte = None if escaped is None else _undecoded(job)
-        if bad_byte is not None:
-            checker.bad(where, f"is not valid UTF-8: holds the byte 0x{bad_byte:02x}; trace files must be UTF-8 text")
-            continue
-        status = job.get("status")
-        if statuses is not None and status not in statuses:
-            filtered += 1
-            continue
-        jid = job.get("jobid")
-        if not isinstance(jid, str) or not jid:
-            checker.bad(where, f"`jobid` must be a non-empty string; got {jid!r}")
-            continue
-        attempts = job.get("attempts")
-        if not isinstance(attempts, list) or not attempts:
-            checker.bad(where, f"job {jid!r}: `attempts` must be a non-empty list; got {attempts!r:.60}")
-            continue
-        last = attempts[-1]
+    # The parsed JSON (millions of small objects for a real log) lives only inside this
+    # block, with the collector paused: nothing but the field lists survives it.
+    with gc_paused():
         try:
-            sub = _timestamp(job.get("submitted_time"), "submitted_time")
-            st = _timestamp(last.get("start_time") if isinstance(last, dict) else None, "attempts[-1].start_time")
-            en = _timestamp(last.get("end_time"), "attempts[-1].end_time")
-        except ValueError as exc:
-            checker.bad(where, f"job {jid!r}: {exc}")
-            continue
-        detail = last.get("detail")
-        gpus = 0
-        ok = isinstance(detail, list)
-        if ok:
-            for host in detail:
-                g = host.get("gpus") if isinstance(host, dict) else None
-                if not isinstance(g, list):
-                    ok = False
-                    break
-                gpus += len(g)
-        if not ok:
-            checker.bad(where, f"job {jid!r}: `attempts[-1].detail` must be a list of {{'ip', 'gpus': [...]}}")
-            continue
-        if gpus < 1:
-            checker.bad(where, f"job {jid!r}: the last attempt holds no GPUs (GPU count must be positive)")
-            continue
-        if en <= st:
-            checker.bad(where, f"job {jid!r}: duration must be positive; end_time {last.get('end_time')!r} is not after start_time {last.get('start_time')!r}")
-            continue
-        if sub > st:
-            checker.bad(where, f"job {jid!r}: submitted_time {job.get('submitted_time')!r} is after the start of its last attempt")
-            continue
-        rows.append({"job_id": jid, "arrival": sub, "num_gpus": gpus, "duration": en - st, "gpu_type": None,
-                     "user": job.get("user"), "status": status, "source_row": where})
-    return _finish_table(rows, str(p), checker, sort=sort, cluster=cluster,
-                         meta={"format": "philly", "path": str(p), "filtered_status": filtered})
+            raw = json.loads(text)
+        except json.JSONDecodeError as exc:
+            if escaped is not None:  # the bad byte broke the JSON itself: nothing to skip
+                raise ValidationError(escaped) from None
+            raise ValidationError(f"{p}: must hold valid JSON (a list of jobs); {exc}.") from None
+        if not isinstance(raw, list):
+            raise ValidationError(f"{p}: must hold a JSON list of jobs; got {type(raw).__name__}.")
+        f = _philly_fields(raw)
+        n = len(raw)
+        kinds = {i: type(raw[i]).__name__ for i in range(n) if not f["object"][i]}
+        bad_bytes = {} if escaped is None else {
+            i: b for i in range(n) if f["object"][i] and (b := _undecoded(raw[i])) is not None}
+        del raw
+    jid, status, vcs, en_r, st_r, sub_r = (f["jobid"], f["status"], f["vc"], f["end_time"], f["start_time"],
+                                           f["submitted_time"])
+    if wanted_vc is not None:
+        available = sorted({v for v in vcs if isinstance(v, str)})
+        unknown = [v for v in wanted_vc if v not in available]
+        if unknown:
+            shown = available if len(available) <= 30 else available[:30] + [f"... ({len(available)} in all)"]
+            raise ValidationError(f"`vc` must name virtual clusters of {p}; unknown {unknown}; "
+                                  + (f"available: {shown}." if available else "its entries have no `vc` field."))
+    where = [f"entry {i}" for i in range(n)]
+    chk = RowChecks(report, where)
+    obj = np.array(f["object"], dtype=bool)
+    chk.fail(~obj, "not_an_object", lambda i: f"each entry must be an object; got {kinds[i]}")
+    if bad_bytes:
+        mask = np.zeros(n, dtype=bool)
+        mask[list(bad_bytes)] = True
+        chk.fail(mask, "not_utf8", lambda i: f"is not valid UTF-8: holds the byte 0x{bad_bytes[i]:02x}; trace files must be UTF-8 text")
+    if wanted_status is not None:
+        chk.fail(obj & ~isin(status, wanted_status), "status", None)
+    if wanted_vc is not None:
+        chk.fail(obj & ~isin(vcs, wanted_vc), "vc", None)
+    chk.fail(empty_strings(jid), "missing_field",
+             lambda i: f"`jobid` must be a non-empty string; got {jid[i]!r}")
+    att = np.array(f["attempts"], dtype=np.int8)
+    att_repr = f["att_repr"]
+    chk.fail(att == 1, "never_started", lambda i: f"job {jid[i]!r}: `attempts` must be a non-empty list; got []")
+    chk.fail(att == 2, "bad_attempts", lambda i: f"job {jid[i]!r}: `attempts` must be a non-empty list; got {att_repr[i]!r:.60}")
+
+    def named(i: int) -> str:
+        return f"job {jid[i]!r}: "
+
+    sub = times(sub_r, "submitted_time")
+    fail_parse(chk, sub, missing="missing_field", invalid="bad_time", prefix=named)
+    chk.fail(~np.array(f["last_ok"], dtype=bool), "bad_attempts", lambda i: f"job {jid[i]!r}: `attempts[-1]` must be an object")
+    st = times(st_r, "attempts[-1].start_time")
+    fail_parse(chk, st, missing="never_started", invalid="bad_time", prefix=named)
+    en = times(en_r, "attempts[-1].end_time")
+    fail_parse(chk, en, missing="unfinished", invalid="bad_time", prefix=named)
+    g = np.array(f["gpus"], dtype=np.int64)
+    chk.fail(g < 0, "bad_detail", lambda i: f"job {jid[i]!r}: `attempts[-1].detail` must be a list of {{'ip', 'gpus': [...]}}")
+    chk.fail(g == 0, "no_gpus", lambda i: f"job {jid[i]!r}: the last attempt holds no GPUs (GPU count must be positive)")
+    dur = en.values - st.values
+    duration_checks(chk, dur, lambda i: (f"job {jid[i]!r}: duration must be positive; end_time {en_r[i]!r} is not "
+                                          f"after start_time {st_r[i]!r}"))
+    with np.errstate(invalid="ignore"):
+        chk.fail(sub.values > st.values, "submitted_after_start",
+                 lambda i: f"job {jid[i]!r}: submitted_time {sub_r[i]!r} is after the start of its last attempt")
+    chk.resolve()
+    cols = {"job_id": jid, "arrival": sub.values, "num_gpus": np.maximum(g, 0), "duration": dur,
+            "gpu_type": [None] * n, "user": f["user"], "status": status, "source_row": where}
+    meta = {"format": "philly", "path": str(p)}
+    df = finish_table(chk, report, cols, sort=sort, cluster=cluster, meta=meta)
+    meta["filtered_status"] = report.counts["filtered"].get("status", 0)
+    meta["filtered_vc"] = report.counts["filtered"].get("vc", 0)
+    return df
 
 
 def _undecoded(value: Any) -> int | None:
@@ -548,11 +301,11 @@ def _undecoded(value: Any) -> int | None:
 def read_helios_trace(
     path: str | Path,
     *,
-    states: Sequence[str] | None = None,
+    states: Sequence[str] | str | None = None,
     gpu_type: str | None = None,
     cluster: Cluster | None = None,
     sort: bool = False,
-    errors: str = "raise",
+    errors: str = "drop",
 ) -> pd.DataFrame:
     """Read a Helios / Lucid ``cluster_log.csv`` into a job table.
 
@@ -560,15 +313,22 @@ def read_helios_trace(
     gpu_num, cpu_num, node_num, state, submit_time, start_time, end_time, duration, queue``;
     only ``job_id``, ``gpu_num`` and ``submit_time`` plus either ``duration`` or
     ``start_time``/``end_time`` are required, other columns are ignored. Times are
-    "YYYY-MM-DD HH:MM:SS" or seconds.
+    "YYYY-MM-DD HH:MM:SS" or seconds. The duration is the ``duration`` cell, or
+    ``end_time - start_time`` where that cell is empty or the column absent.
 
-    * CPU-only jobs (``gpu_num == 0``) are dropped (counted in ``meta["cpu_jobs"]``), not
-      errors; ``gpu_num`` must otherwise be a positive integer; the duration positive.
+    * CPU-only jobs (``gpu_num == 0``) are filtered (``cpu_only``; ``meta["cpu_jobs"]``).
+    * Dropped and counted by default: a zero duration (``zero_duration``: Helios's
+      cancelled jobs), a ``duration`` of NaN or a missing ``end_time`` (``unfinished``), a
+      missing ``start_time`` (``never_started``).
+    * Malformed (raise by default): extra cells, a missing ``job_id``, a ``gpu_num`` that
+      is not a non-negative integer, a missing or unreadable ``submit_time``, a negative
+      duration or submission, arrivals out of order (unless ``sort``), a duplicate id, a job
+      larger than ``cluster``.
 
     Parameters
     ----------
     path : str or Path
-    states : sequence of str, optional
+    states : str or sequence of str, optional
         Keep only jobs in these states (e.g. ``["COMPLETED"]``); default all.
     gpu_type : str, optional
         GPU type of the cluster the log comes from (Helios clusters are homogeneous); it
@@ -576,57 +336,71 @@ def read_helios_trace(
     cluster, sort, errors
         As for :func:`read_philly_trace`.
     """
-    p = _path(path)
-    checker = _Rows(str(p), errors)
-    rows: list[dict[str, Any]] = []
-    cpu_jobs = filtered = 0
-    with closing(_text_lines(p, checker, header=True)) as f:
-        reader = csv.DictReader(f)
-        header = reader.fieldnames or []
-        missing = [c for c in ("job_id", "gpu_num", "submit_time") if c not in header]
-        if "duration" not in header and not {"start_time", "end_time"} <= set(header):
-            missing.append("duration (or start_time and end_time)")
-        if missing:
-            raise ValidationError(f"{p}: line 1: the header must name {missing}; got {header}.")
-        for rec in reader:
-            where = f"line {reader.line_num}"
-            if None in rec:
-                checker.bad(where, f"has more cells than the header's {len(header)} columns")
-                continue
-            state = rec.get("state")
-            if states is not None and state not in states:
-                filtered += 1
-                continue
-            jid = (rec.get("job_id") or "").strip()
-            if not jid:
-                checker.bad(where, "`job_id` is missing")
-                continue
-            try:
-                g = _number(rec.get("gpu_num"), "gpu_num", integer=True)
-                sub = _timestamp(rec.get("submit_time"), "submit_time")
-                if "duration" in header and (rec.get("duration") or "").strip() != "":
-                    dur = _number(rec.get("duration"), "duration")
-                else:
-                    dur = _timestamp(rec.get("end_time"), "end_time") - _timestamp(rec.get("start_time"), "start_time")
-            except ValueError as exc:
-                checker.bad(where, f"job {jid!r}: {exc}")
-                continue
-            if g == 0:
-                cpu_jobs += 1
-                continue
-            if g < 0:
-                checker.bad(where, f"job {jid!r}: `gpu_num` must be a non-negative integer; got {rec.get('gpu_num')!r}")
-                continue
-            if dur <= 0:
-                checker.bad(where, f"job {jid!r}: duration must be positive; got {dur:.6g} s")
-                continue
-            if sub < 0:
-                checker.bad(where, f"job {jid!r}: `submit_time` must be non-negative; got {rec.get('submit_time')!r}")
-                continue
-            rows.append({"job_id": jid, "arrival": sub, "num_gpus": int(g), "duration": dur, "gpu_type": gpu_type,
-                         "user": rec.get("user"), "status": state, "source_row": where})
-    return _finish_table(rows, str(p), checker, sort=sort, cluster=cluster,
-                         meta={"format": "helios", "path": str(p), "cpu_jobs": cpu_jobs, "filtered_state": filtered})
+    p = path_arg(path)
+    report = LoadReport(str(p), errors)
+    wanted = selection(states, "states")
+    text = decode_text(p, report, header=True)
+    header = _first_line(text) if text.split("\n", 1)[0].strip("\r") else []
+    numeric = [header.index("gpu_num")] if "gpu_num" in header else []
+    lines, width, table = _csv_table(text, None, fill=None, numeric=numeric, skip_first=bool(header))
+    missing = [c for c in ("job_id", "gpu_num", "submit_time") if c not in header]
+    if "duration" not in header and not {"start_time", "end_time"} <= set(header):
+        missing.append("duration (or start_time and end_time)")
+    if missing:
+        raise ValidationError(f"{p}: line 1: the header must name {missing}; got {header}.")
+    pos = {c: k for k, c in enumerate(header)}
+    where = [f"line {ln}" for ln in lines]
+    chk = RowChecks(report, where)
+    n = len(lines)
+    chk.fail(width > len(header), "bad_columns", lambda i: f"has more cells than the header's {len(header)} columns")
+
+    def cells_of(name: str) -> list[str | None]:
+        return table[pos[name]] if name in pos else [None] * n
+
+    state = cells_of("state")
+    if wanted is not None:
+        chk.fail(~isin(state, wanted), "status", None)
+    jid = [(c or "").strip() for c in cells_of("job_id")]
+    chk.fail(np.array([not j for j in jid], dtype=bool), "missing_field", lambda i: "`job_id` is missing")
+
+    def named(i: int) -> str:
+        return f"job {jid[i]!r}: "
+
+    g_raw = cells_of("gpu_num")
+    g = numbers(g_raw, "gpu_num", integer=True)
+    fail_parse(chk, g, missing="missing_field", prefix=named)
+    chk.fail(g.values == 0, "cpu_only", None)
+    sub = times(cells_of("submit_time"), "submit_time")
+    fail_parse(chk, sub, missing="missing_field", invalid="bad_time", prefix=named)
+    dur_raw = cells_of("duration")
+    given = np.array([c is not None and c.strip() != "" for c in dur_raw], dtype=bool)
+    dur = np.full(n, np.nan)
+    if given.any():
+        d = numbers(dur_raw, "duration")
+        d.state[~given] = OK
+        fail_parse(chk, d, missing="unfinished", prefix=named)
+        dur[given] = d.values[given]
+    if (~given).any():
+        st = times(cells_of("start_time"), "start_time")
+        en = times(cells_of("end_time"), "end_time")
+        for col in (st, en):
+            col.state[given] = OK
+        fail_parse(chk, st, missing="never_started", invalid="bad_time", prefix=named)
+        fail_parse(chk, en, missing="unfinished", invalid="bad_time", prefix=named)
+        dur[~given] = (en.values - st.values)[~given]
+    chk.fail(g.values < 0, "bad_value", lambda i: f"job {jid[i]!r}: `gpu_num` must be a non-negative integer; got {cell_text(g_raw, i)!r}")
+    duration_checks(chk, dur, lambda i: f"job {jid[i]!r}: duration must be positive; got {dur[i]:.6g} s")
+    with np.errstate(invalid="ignore"):
+        sub_cells = cells_of("submit_time")
+        chk.fail(sub.values < 0, "bad_value", lambda i: f"job {jid[i]!r}: `submit_time` must be non-negative; got {sub_cells[i]!r}")
+    chk.resolve()
+    cols = {"job_id": jid, "arrival": sub.values, "num_gpus": np.nan_to_num(g.values), "duration": dur,
+            "gpu_type": [gpu_type] * n, "user": cells_of("user"), "status": state, "source_row": where}
+    meta = {"format": "helios", "path": str(p)}
+    df = finish_table(chk, report, cols, sort=sort, cluster=cluster, meta=meta)
+    meta["cpu_jobs"] = report.counts["filtered"].get("cpu_only", 0)
+    meta["filtered_state"] = report.counts["filtered"].get("status", 0)
+    return df
 
 
 # ------------------------------------------------------------------------------ PAI
@@ -635,29 +409,65 @@ _PAI_TASK = ("job_name", "task_name", "inst_num", "status", "start_time", "end_t
              "plan_gpu", "gpu_type")
 
 
-def _pai_rows(p: Path, columns: tuple[str, ...], checker: _Rows):
-    with closing(_text_lines(p, checker)) as f:
-        reader = csv.reader(f)
-        for cells in reader:
-            ln = reader.line_num
-            if not cells or all(not c.strip() for c in cells):
-                continue
-            if ln == 1 and [c.strip() for c in cells[: len(columns)]] == list(columns):
-                continue  # optional header line
-            if len(cells) != len(columns):
-                checker.bad(f"line {ln}", f"has {len(cells)} comma-separated cells; the table has {len(columns)} columns {list(columns)}")
-                continue
-            yield ln, dict(zip(columns, (c.strip() for c in cells)))
+def _csv_table(text: str, width: int | None, *, fill: str | None, numeric: Sequence[int] = (),
+               skip_first: bool = False, usecols: Sequence[int] | None = None) -> tuple[list[int], np.ndarray, list[Any]]:
+    """Line numbers, cell counts and the first ``width`` columns (default: as many as the
+    first record has; ``fill`` where a record is shorter) of the non-empty CSV records
+    (without the first with ``skip_first``); ``numeric`` columns may come as float arrays,
+    and columns not in ``usecols`` as None (:func:`~hetsched.sim.trace_cells.csv_columns`)."""
+    fast = csv_columns(text, width, numeric=numeric, skip_first=skip_first, usecols=usecols)
+    if fast is not None:
+        lines, cols = fast
+        return lines, np.full(len(lines), len(cols), dtype=np.int64), cols
+    lines, rows = csv_records(text)
+    if skip_first:
+        lines, rows = lines[1:], rows[1:]
+    counts = np.fromiter(map(len, rows), dtype=np.int64, count=len(rows))
+    ncols = width if width is not None else (len(rows[0]) if rows else 0)
+    return lines, counts, columns_of(rows, ncols, strip=False, fill=fill)
+
+
+def _first_line(text: str) -> list[str]:
+    """Cells of the first non-empty line (for a header check)."""
+    for line in text.split("\n", 64)[:64]:
+        if line.strip("\r"):
+            return next(csv.reader([line]), [])
+    return []
+
+
+def _pai_table(p: Path, columns: tuple[str, ...], report: LoadReport, numeric: Sequence[str],
+               used: Sequence[str]) -> tuple[RowChecks, dict[str, Any]]:
+    """Rows of a PAI table (blank rows and an optional header line left out), their cells
+    stripped, and a checker whose first check is the cell count. ``numeric`` columns may be
+    float arrays (NaN: missing); columns not in ``used`` may be None."""
+    text = decode_text(p, report)
+    header = [c.strip() for c in _first_line(text)[: len(columns)]] == list(columns) and text[:1].strip() != ""
+    lines, width, cols = _csv_table(text, len(columns), fill="", numeric=[columns.index(c) for c in numeric],
+                                    skip_first=header, usecols=[columns.index(c) for c in used])
+    if needs_strip(text):
+        cols = [[x.strip() for x in col] if isinstance(col, list) else col for col in cols]
+    # rows of blank cells are not rows
+    drop = [k for k, x in enumerate(cols[0]) if x == "" and all(cell_text(c, k).strip() == "" for c in cols
+                                                                if c is not None)]
+    if drop:
+        keep = np.setdiff1d(np.arange(len(lines)), drop)
+        lines = [lines[k] for k in keep.tolist()]
+        width = width[keep]
+        cols = [None if c is None else [c[k] for k in keep.tolist()] if isinstance(c, list) else c[keep] for c in cols]
+    chk = RowChecks(report, [f"line {ln}" for ln in lines])
+    chk.fail(width != len(columns), "bad_columns", lambda i: (
+        f"has {width[i]} comma-separated cells; the table has {len(columns)} columns {list(columns)}"))
+    return chk, dict(zip(columns, cols))
 
 
 def read_pai_trace(
     job_path: str | Path,
     task_path: str | Path,
     *,
-    statuses: Sequence[str] | None = None,
+    statuses: Sequence[str] | str | None = None,
     cluster: Cluster | None = None,
     sort: bool = False,
-    errors: str = "raise",
+    errors: str = "drop",
 ) -> pd.DataFrame:
     """Read Alibaba PAI 2020's ``pai_job_table`` and ``pai_task_table`` into a job table.
 
@@ -671,94 +481,127 @@ def read_pai_trace(
     A job's GPUs are ``sum over its tasks of inst_num * ceil(plan_gpu / 100)`` (fractional
     GPUs round up to a whole one); its arrival is its ``start_time`` (PAI's submission
     time); its duration ``end_time - start_time``; its GPU type the tasks' ``gpu_type``
-    (lower-cased) when they agree, else None ("MISC" counts as None). Jobs without GPU
-    tasks are dropped (``meta["cpu_jobs"]``); a task naming an unknown job, or a job with
-    missing times, is a bad row.
+    (lower-cased) when they agree, else None ("MISC" counts as None).
+
+    * Filtered (counted): jobs without GPU tasks (``cpu_only``, also ``meta["cpu_jobs"]``),
+      statuses not asked for.
+    * Dropped and counted by default: no ``start_time`` (``never_started``), no
+      ``end_time`` (``unfinished``: PAI's running jobs), end equal to start.
+    * Malformed (raise by default): wrong cell counts, a missing job name, a duplicate
+      job, non-numeric times, an end before the start, a task naming a job the job table
+      lacks, a task with a non-numeric or out-of-range ``inst_num`` / ``plan_gpu`` (with
+      ``errors="skip"`` its job is dropped too: ``bad_task``), arrivals out of order.
+
+    The task table's own counts are in ``meta["load_report"]["tasks"]`` (rows, malformed,
+    filtered: ``cpu_task`` tasks without GPUs, ``job_not_kept`` tasks of jobs not kept).
 
     Parameters
     ----------
     job_path, task_path : str or Path
-    statuses : sequence of str, optional
+    statuses : str or sequence of str, optional
         Keep only jobs with these statuses (e.g. ``["Terminated"]``); default all.
     cluster, sort, errors
         As for :func:`read_philly_trace`.
     """
-    pj = _path(job_path, "job_path")
-    pt = _path(task_path, "task_path")
-    jcheck = _Rows(str(pj), errors)
-    tcheck = _Rows(str(pt), errors)
-    jobs: dict[str, dict[str, Any]] = {}
-    filtered = 0
-    for ln, rec in _pai_rows(pj, _PAI_JOB, jcheck):
-        where = f"line {ln}"
-        name = rec["job_name"]
-        if not name:
-            jcheck.bad(where, "`job_name` is missing")
-            continue
-        if name in jobs:
-            jcheck.bad(where, f"job {name!r} appears twice (first at {jobs[name]['source_row']})")
-            continue
-        if statuses is not None and rec["status"] not in statuses:
-            filtered += 1
-            jobs[name] = {"skip": True, "source_row": where}
-            continue
-        try:
-            st = _number(rec["start_time"], "start_time")
-            en = _number(rec["end_time"], "end_time")
-        except ValueError as exc:
-            jcheck.bad(where, f"job {name!r}: {exc}")
-            continue
-        if en <= st:
-            jcheck.bad(where, f"job {name!r}: duration must be positive; end_time {rec['end_time']!r} is not after start_time {rec['start_time']!r}")
-            continue
-        if st < 0:
-            jcheck.bad(where, f"job {name!r}: `start_time` must be non-negative; got {rec['start_time']!r}")
-            continue
-        jobs[name] = {"job_id": name, "arrival": st, "duration": en - st, "user": rec["user"] or None,
-                      "status": rec["status"], "source_row": f"{pj.name} {where}", "gpus": 0, "types": set()}
-    for ln, rec in _pai_rows(pt, _PAI_TASK, tcheck):
-        where = f"line {ln}"
-        name = rec["job_name"]
-        job = jobs.get(name)
-        if job is None:
-            tcheck.bad(where, f"task {rec['task_name']!r} names job {name!r}, which is not in the job table")
-            continue
-        if job.get("skip"):
-            continue
-        if rec["plan_gpu"] == "" or rec["plan_gpu"].lower() in ("nan", "none"):
-            continue  # a CPU task
-        try:
-            inst = _number(rec["inst_num"], "inst_num", integer=True)
-            pg = _number(rec["plan_gpu"], "plan_gpu")
-        except ValueError as exc:
-            tcheck.bad(where, f"task {rec['task_name']!r} of job {name!r}: {exc}")
-            continue
-        if inst < 1 or pg < 0:
-            tcheck.bad(where, f"task {rec['task_name']!r} of job {name!r}: `inst_num` must be positive and `plan_gpu` non-negative; got {rec['inst_num']!r}, {rec['plan_gpu']!r}")
-            continue
-        if pg == 0:
-            continue
-        job["gpus"] += int(inst) * int(math.ceil(pg / 100.0 - 1e-9))
-        gt = rec["gpu_type"].strip().lower()
-        if gt and gt != "misc":
-            job["types"].add(gt)
-    rows = []
-    cpu_jobs = 0
-    for job in jobs.values():
-        if job.get("skip"):
-            continue
-        if job["gpus"] == 0:
-            cpu_jobs += 1
-            continue
-        gt = next(iter(job["types"])) if len(job["types"]) == 1 else None
-        rows.append({"job_id": job["job_id"], "arrival": job["arrival"], "num_gpus": job["gpus"],
-                     "duration": job["duration"], "gpu_type": gt, "user": job["user"], "status": job["status"],
-                     "source_row": job["source_row"]})
-    checker = _Rows(f"{pj}", errors)
-    checker.skipped = jcheck.skipped + tcheck.skipped
-    return _finish_table(rows, f"{pj} + {pt.name}", checker, sort=sort, cluster=cluster,
-                         meta={"format": "pai", "job_path": str(pj), "task_path": str(pt), "cpu_jobs": cpu_jobs,
-                               "filtered_status": filtered})
+    pj = path_arg(job_path, "job_path")
+    pt = path_arg(task_path, "task_path")
+    report = LoadReport(str(pj), errors)
+    treport = LoadReport(str(pt), errors)
+    wanted = selection(statuses, "statuses")
+    chk, job = _pai_table(pj, _PAI_JOB, report, ("start_time", "end_time"),
+                          ("job_name", "user", "status", "start_time", "end_time"))
+    name = job["job_name"]
+    chk.fail(np.array([not x for x in name], dtype=bool), "missing_field", lambda i: "`job_name` is missing")
+    chk.resolve()
+    # Duplicates first: tasks join their job by name.
+    alive = np.flatnonzero(chk.alive)
+    names = pd.Series([name[i] for i in alive.tolist()], dtype=object)
+    dup = names.duplicated(keep="first").to_numpy()
+    first_at = {v: chk.where[i] for i, v in zip(alive[~dup].tolist(), names[~dup].tolist())}
+    bad = np.zeros(chk.n, dtype=bool)
+    bad[alive[dup]] = True
+    chk.fail(bad, "duplicate_id", lambda i: f"job {name[i]!r} appears twice (first at {first_at[name[i]]})")
+    chk.resolve()
+    in_table = chk.alive.copy()
+    if wanted is not None:
+        chk.fail(~isin(job["status"], wanted), "status", None)
+
+    def named(i: int) -> str:
+        return f"job {name[i]!r}: "
+
+    st = numbers(job["start_time"], "start_time")
+    en = numbers(job["end_time"], "end_time")
+    fail_parse(chk, st, missing="never_started", prefix=named)
+    fail_parse(chk, en, missing="unfinished", prefix=named)
+    dur = en.values - st.values
+    duration_checks(chk, dur, lambda i: (f"job {name[i]!r}: duration must be positive; end_time "
+                                          f"{cell_text(job['end_time'], i)!r} is not after start_time {cell_text(job['start_time'], i)!r}"))
+    with np.errstate(invalid="ignore"):
+        chk.fail(st.values < 0, "bad_value", lambda i: f"job {name[i]!r}: `start_time` must be non-negative; got {cell_text(job['start_time'], i)!r}")
+    chk.resolve()
+
+    # Tasks.
+    tchk, task = _pai_table(pt, _PAI_TASK, treport, ("inst_num", "plan_gpu"),
+                            ("job_name", "task_name", "inst_num", "plan_gpu", "gpu_type"))
+    index = pd.Index([name[i] for i in np.flatnonzero(in_table).tolist()])
+    pos_in = index.get_indexer(pd.Series(task["job_name"], dtype=object))
+    owner = np.where(pos_in >= 0, np.flatnonzero(in_table)[np.maximum(pos_in, 0)] if index.size else -1, -1)
+    tname = task["task_name"]
+    tchk.fail(owner < 0, "unknown_job", lambda i: (
+        f"task {tname[i]!r} names job {task['job_name'][i]!r}, which is not in the job table"))
+    kept_job = np.zeros(tchk.n, dtype=bool)
+    kept_job[owner >= 0] = chk.alive[owner[owner >= 0]]
+    tchk.fail(~kept_job, "job_not_kept", None)
+    inst = numbers(task["inst_num"], "inst_num", integer=True)
+    pg = numbers(task["plan_gpu"], "plan_gpu")
+    tchk.fail(pg.state == ABSENT, "cpu_task", None)
+
+    def tnamed(i: int) -> str:
+        return f"task {tname[i]!r} of job {task['job_name'][i]!r}: "
+
+    fail_parse(tchk, inst, missing="missing_field", prefix=tnamed)
+    fail_parse(tchk, pg, missing="missing_field", prefix=tnamed)
+    with np.errstate(invalid="ignore"):
+        tchk.fail((inst.values < 1) | (pg.values < 0), "bad_value", lambda i: (
+            f"task {tname[i]!r} of job {task['job_name'][i]!r}: `inst_num` must be positive and `plan_gpu` "
+            f"non-negative; got {cell_text(task['inst_num'], i)!r}, {cell_text(task['plan_gpu'], i)!r}"))
+        tchk.fail(pg.values == 0, "cpu_task", None)
+    tchk.resolve()
+    treport.kept = int(tchk.alive.sum())
+    # A kept job with a malformed task (errors="skip" only) is dropped with it.
+    bad_task = np.zeros(chk.n, dtype=bool)
+    task_where: dict[int, str] = {}
+    for i in tchk.failed_rows("malformed").tolist():
+        j = int(owner[i])
+        if j >= 0:
+            bad_task[j] = True
+            task_where.setdefault(j, tchk.where[i])
+    chk.fail(bad_task, "bad_task", lambda i: f"job {name[i]!r}: its task at {pt.name} {task_where[i]} is malformed")
+    ok = tchk.alive
+    contrib = np.zeros(tchk.n)
+    with np.errstate(invalid="ignore"):
+        contrib[ok] = inst.values[ok] * np.ceil(pg.values[ok] / 100.0 - 1e-9)
+    gpus = np.bincount(owner[ok], weights=contrib[ok], minlength=chk.n).astype(np.int64)
+    gt = pd.DataFrame({"job": owner[ok], "t": [task["gpu_type"][i].lower() for i in np.flatnonzero(ok).tolist()]})
+    gt = gt[(gt["t"] != "") & (gt["t"] != "misc")].drop_duplicates()
+    counts = gt.groupby("job")["t"].agg(["count", "first"])
+    single = counts[counts["count"] == 1]["first"]
+    gpu_type = np.full(chk.n, None, dtype=object)
+    gpu_type[single.index.to_numpy(dtype=np.int64)] = single.to_numpy(dtype=object)
+    chk.fail(gpus == 0, "cpu_only", None)
+    chk.resolve()
+    label = pj.name
+    cols = {"job_id": name, "arrival": st.values, "num_gpus": gpus, "duration": dur, "gpu_type": gpu_type,
+            "user": [u or None for u in job["user"]], "status": job["status"],
+            "source_row": [f"{label} {w}" for w in chk.where]}
+    meta = {"format": "pai", "job_path": str(pj), "task_path": str(pt)}
+    report.source = f"{pj} + {pt.name}"
+    df = finish_table(chk, report, cols, sort=sort, cluster=cluster, meta=meta)
+    meta["load_report"]["tasks"] = {k: v for k, v in treport.to_dict().items() if k != "errors"}
+    meta["skipped"] = list(report.skipped) + list(treport.skipped)
+    meta["cpu_jobs"] = report.counts["filtered"].get("cpu_only", 0)
+    meta["filtered_status"] = report.counts["filtered"].get("status", 0)
+    return df
 
 
 # ------------------------------------------------------------------------------ table -> trace
@@ -858,7 +701,7 @@ def trace_from_table(
     for x, pool in pools.items():
         sel = sf == x
         rows[sel] = pool[np.minimum((u[sel] * pool.size).astype(np.int64), pool.size - 1)]
-    ref = _reference_column(catalogue, reference_gpu_type)
+    ref = reference_column(catalogue, reference_gpu_type)
     T = catalogue.throughputs[rows]
     col = np.full(idx.size, ref, dtype=np.int64)
     if "gpu_type" in table.columns:
@@ -877,7 +720,7 @@ def trace_from_table(
     ent = None
     if entity_column is not None and entity_column in table.columns:
         vals = table[entity_column].to_numpy()[idx]
-        if len(vals) and all(v is not None and v == v and str(v) != "" for v in vals):
+        if len(vals) and all(pd.notna(v) and str(v) != "" for v in vals):
             ent = np.array([str(v) for v in vals], dtype=object)
     jobs = JobSet(T, gpu_types=catalogue.gpu_types, ids=ids, scale_factors=sf, steps_remaining=steps, arrival_times=a,
                   entities=ent)
@@ -899,7 +742,7 @@ def load_trace(
     task_path: str | Path | None = None,
     seed: int = 0,
     cluster: Cluster | None = None,
-    errors: str = "raise",
+    errors: str = "drop",
     **options: Any,
 ) -> Trace:
     """Read any supported trace into a :class:`Trace` (reader + :func:`trace_from_table`).
@@ -919,9 +762,11 @@ def load_trace(
         Seeds the job-type draw of cluster logs.
     cluster : Cluster, optional
         Checks that every job fits.
-    errors : {"raise", "skip"}
+    errors : {"drop", "skip", "raise"}, default "drop"
+        Rows real traces contain are dropped and counted (``meta["load_report"]``),
+        malformed rows raise; see :mod:`hetsched.sim.load_report`.
     **options
-        Passed to the reader (e.g. ``sort=True``, ``states=[...]``) or to
+        Passed to the reader (e.g. ``sort=True``, ``states=[...]``, ``vc=[...]`` for Philly) or to
         :func:`trace_from_table` (``unmatched``, ``gpu_type_map``, ``reference_gpu_type``).
     """
     p = Path(path) if isinstance(path, (str, Path)) else path

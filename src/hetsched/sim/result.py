@@ -12,6 +12,7 @@ import numpy as np
 import pandas as pd
 
 from ..errors import ValidationError
+from .provenance import json_clean as _json_clean
 
 __all__ = ["SimulationResult"]
 
@@ -79,8 +80,9 @@ class SimulationResult:
         out["total"] = busy / (float(np.sum(self.capacities)) * r["seconds"].to_numpy(dtype=float))
         return out
 
-    def to_dir(self, path: str | Path, *, runs: bool = False) -> Path:
-        """Write ``jobs.csv``, ``rounds.csv`` and ``summary.json`` (summary + config + versions).
+    def to_dir(self, path: str | Path, *, runs: bool = False, provenance: Mapping[str, Any] | None = None) -> Path:
+        """Write ``jobs.csv``, ``rounds.csv``, ``summary.json`` (summary + config + versions)
+        and ``provenance.json`` (command line, config, seed, versions, git commit).
 
         Parameters
         ----------
@@ -88,6 +90,10 @@ class SimulationResult:
             Directory (created if missing).
         runs : bool, default False
             Also write ``runs.csv`` (the run log).
+        provenance : Mapping, optional
+            The record to write (the command line passes its own); default
+            :func:`hetsched.sim.provenance.provenance` with ``sys.argv``, this result's
+            config and seed.
 
         Returns
         -------
@@ -95,6 +101,9 @@ class SimulationResult:
             The directory.
         """
         import json
+
+        from .provenance import provenance as _provenance
+        from .provenance import write_provenance
 
         out = Path(path)
         out.mkdir(parents=True, exist_ok=True)
@@ -106,11 +115,14 @@ class SimulationResult:
         doc["config"] = _json_clean(self.config)
         doc["versions"] = dict(self.versions)
         (out / "summary.json").write_text(json.dumps(doc, indent=2, sort_keys=False) + "\n")
+        record = provenance if provenance is not None else _provenance(config=self.config, seed=self.config.get("seed"))
+        write_provenance(out, record)
         return out
 
     @classmethod
     def from_dir(cls, path: str | Path) -> SimulationResult:
-        """Read back a result written by :meth:`to_dir` (``runs`` when ``runs.csv`` exists).
+        """Read back a result written by :meth:`to_dir` (``runs`` when ``runs.csv`` exists;
+        ``extra["provenance"]`` when ``provenance.json`` does).
 
         Raises
         ------
@@ -129,10 +141,13 @@ class SimulationResult:
         summary = {k: (math.nan if v is None else v) for k, v in doc.items()}
         cl = config.get("cluster", {})
         runs = pd.read_csv(d / "runs.csv") if (d / "runs.csv").is_file() else None
+        extra = {}
+        if (d / "provenance.json").is_file():
+            extra["provenance"] = json.loads((d / "provenance.json").read_text())
         return cls(jobs=pd.read_csv(d / "jobs.csv"), rounds=pd.read_csv(d / "rounds.csv", keep_default_na=False,
                                                                          na_values=[""]),
                    runs=runs, summary=summary, config=config, versions=versions, gpu_types=tuple(cl),
-                   capacities=np.array([float(v) for v in cl.values()]))
+                   capacities=np.array([float(v) for v in cl.values()]), extra=extra)
 
     def __repr__(self) -> str:
         s = self.summary
@@ -142,20 +157,3 @@ class SimulationResult:
             f"makespan={s.get('makespan', math.nan) / 3600:.3g} h, rounds={s.get('n_rounds')}, "
             f"status={s.get('status')!r})"
         )
-
-
-def _json_clean(value: Any) -> Any:
-    if isinstance(value, Mapping):
-        return {str(k): _json_clean(v) for k, v in value.items()}
-    if isinstance(value, (list, tuple)):
-        return [_json_clean(v) for v in value]
-    if isinstance(value, (np.integer,)):
-        return int(value)
-    if isinstance(value, (np.floating, float)):
-        v = float(value)
-        return v if math.isfinite(v) else None
-    if isinstance(value, np.bool_):
-        return bool(value)
-    if isinstance(value, (str, int, bool)) or value is None:
-        return value
-    return repr(value)

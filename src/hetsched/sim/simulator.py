@@ -122,6 +122,10 @@ def simulate(scheduler: Any, workload: Any, cluster: Cluster, *, options: SimOpt
         Seconds without progress after a job starts on GPUs it did not hold the round
         before: first start, resume after preemption, migration, change of type or GPU
         count (Sia). 0 keeps Gavel's accounting (see ``docs/simulator.md``).
+    learn_throughputs, report_noise, throughput_reference
+        Hide the throughputs from the scheduler and reveal them through (noisy) per-round
+        reports: the loop then runs an :class:`~hetsched.OnlineScheduler` with a simulated
+        clock (:func:`hetsched.online.simulate_online`, ``docs/online.md``). Default off.
     min_solve_interval, arrivals, backfill
         Re-solve timing, what arrivals between solves get, and whether smaller jobs may run
         past one that does not fit (see :class:`~hetsched.sim.PolicyScheduler`); defaults
@@ -159,6 +163,11 @@ def simulate(scheduler: Any, workload: Any, cluster: Cluster, *, options: SimOpt
     """
     wall0 = time.perf_counter()
     opts = _options(options, kwargs)
+    if opts.learn_throughputs:   # the same loop with an OnlineScheduler learning throughputs in it
+        from ..online.replay import simulate_online
+
+        return simulate_online(scheduler, workload, cluster, learn=True, report_noise=opts.report_noise,
+                               reference=opts.throughput_reference, options=opts)
     if not isinstance(cluster, Cluster):
         raise ValidationError(f"`cluster` must be a hetsched.Cluster; got {type(cluster).__name__}.")
     sched = as_scheduler(scheduler, opts)

@@ -22,6 +22,7 @@ import pandas as pd
 
 from ..cluster import Cluster
 from ..errors import HetschedError, ValidationError
+from ..executors import broken_pool_hint, process_pool
 from ..formulations.base import make_policy
 from .options import SimOptions
 from .simulator import scheduler_label, simulate
@@ -192,9 +193,12 @@ def sweep(
              "window": (100, 400), "wall_time_limit": 300}
     executor : concurrent.futures.Executor, optional
         Where runs execute: any Executor (a ``ThreadPoolExecutor``, Dask's
-        ``Client.get_executor()``, Ray's ``ray.util.multiprocessing`` pool wrapped as an
-        Executor...). Default: a ``ProcessPoolExecutor`` with ``max_workers`` (default:
-        the CPU count), shut down at the end. An executor you pass is not shut down.
+        ``Client.get_executor()``, :class:`hetsched.executors.RayExecutor`...). Default: a
+        ``ProcessPoolExecutor`` with ``max_workers`` (default: the CPU count), shut down at
+        the end. An executor you pass is not shut down. With the default pool, a script
+        must call ``sweep`` under ``if __name__ == "__main__":`` (with the spawn or
+        forkserver start method workers import the script again; calling ``sweep`` while a
+        worker imports it raises :class:`~hetsched.errors.MainModuleGuardError`).
     max_workers : int, optional
         Workers of the default process pool; 1 runs in this process (no pool).
     progress : None, True or callable
@@ -227,7 +231,7 @@ def sweep(
     own = None
     if executor is None and (max_workers is None or max_workers > 1) and n > 1:
         workers = max_workers or os.cpu_count() or 1
-        own = executor = cf.ProcessPoolExecutor(max_workers=min(workers, n))
+        own = executor = process_pool(min(workers, n), what="sweep")
     elif executor is not None and not isinstance(executor, cf.Executor):
         raise ValidationError(f"`executor` must be a concurrent.futures.Executor or None; got {type(executor).__name__}.")
     bar = None
@@ -236,7 +240,8 @@ def sweep(
             from tqdm import tqdm
 
             bar = tqdm(total=n, unit="run", desc="sweep", leave=False)
-        except ImportError:
+        except ImportError:  # tqdm is a dependency; say so rather than show nothing
+            log.warning("sweep: a progress bar was asked for but tqdm is not installed (pip install tqdm)")
             bar = None
     results: list[dict[str, Any] | None] = [None] * n
     done = 0
@@ -285,7 +290,7 @@ def sweep(
 
 def _failed(i: int, exc: BaseException, what: str) -> dict[str, Any]:
     """The row of a run that did not return: its error (type and message) in ``error``."""
-    text = str(exc) or repr(exc)
+    text = (str(exc) or repr(exc)) + broken_pool_hint(exc)
     log.warning("sweep: run %d %s: %s: %s", i, what, type(exc).__name__, text)
     log.debug("sweep: run %d traceback", i, exc_info=exc)
     return {"error": f"{type(exc).__name__}: {text}"}

@@ -115,7 +115,9 @@ class PulpBackend(Backend):
     -----
     Status mapping (:data:`STATUS_TABLE`) uses the pair ``(prob.status, prob.sol_status)``:
     Optimal/Optimal Solution Found -> "optimal"; Optimal/Solution Found (CBC stopped on
-    the time limit holding an incumbent) -> "time_limit" with the incumbent as ``x``;
+    the time limit holding an incumbent) -> "time_limit" with the incumbent as ``x``
+    (but "unknown", without a solution, when CBC stopped that way without a time limit or
+    before 90 % of it was spent: seen on LPs, with a point that breaks bounds);
     Not Solved/No Solution Found -> "time_limit" without a solution when a time limit was
     set, else "unknown"; Infeasible -> "infeasible"; Unbounded -> "unbounded"; anything
     else -> "unknown". ``mip_gap`` is parsed from CBC's log (see :func:`cbc_mip_gap`);
@@ -208,6 +210,9 @@ class PulpBackend(Backend):
             status = "time_limit"
         else:
             status = map_status(pair, STATUS_TABLE)
+        if status == "time_limit" and (time_limit is None or time.perf_counter() - t0 < 0.9 * float(time_limit)):
+            # "Stopped on ..." well inside (or without) a time limit: CBC gave up for another reason
+            status = "unknown"
         has_solution = pair[1] in (1, 2) and status in ("optimal", "time_limit")
         if has_solution:
             x = np.array([v.varValue if v.varValue is not None else np.nan for v in xs], dtype=float)

@@ -1,0 +1,10 @@
+"""Gavel (OSDI'20) Figure 9: average JCT vs input job rate, LAS aware vs agnostic, Philly multi-GPU mix.
+
+Usage: ``python benchmarks/reproduce/gavel_fig9.py [--quick] [--workers N] [--throughputs PATH]``
+(definition: ``hetsched.reproduce``; results: docs/reproduce.md).
+"""
+
+from _common import main
+
+if __name__ == "__main__":
+    raise SystemExit(main("gavel_fig9"))

@@ -1,0 +1,201 @@
+"""Scale, part 2: the target table of the scale issue, each row against a reference run in
+the same invocation.
+
+Rows (``case``):
+
+* ``maxmin_1e5`` / ``maxmin_1e6``: default ``solve("max_min_fairness")`` (both stages) on
+  random lognormal throughputs, 10 GPU types, about n/4 GPUs (``large_cluster.make_instance``);
+  reference: the general HiGHS path (dual simplex, then the same with IPX + crossover) on the
+  same two programs, under ``--general-limit`` seconds each (1e5 only).
+* ``makespan_1e5``: ``min_makespan`` both stages, same instance kind; reference as above.
+* ``maxsum_1e5``: ``max_sum_throughput``; reference: Clarabel (the previous ``auto`` choice).
+* ``water_filling_2048`` / ``water_filling_8192``: water filling on jobs whose throughputs
+  all differ (lognormal, 3 types, n/2 GPUs per type: light enough that jobs end at many
+  levels); reference: one default max-min solve on the same jobs (the issue's ratio).
+* ``hierarchical_2048``: hierarchical max-min with 8 entities on the same kind of jobs;
+  reference: one max-min solve.
+* ``maxsum_pack_place_2048``: max-sum with packing and placement sensitivity on 2,048 jobs
+  drawn from Gavel's table (generated catalogue without it), by classes (default);
+  reference: the same program job by job (``aggregate=False`` on both options).
+* ``cpu_rows_1e5``: max-min with a CPU demand per job and CPUs per type (one more capacity
+  row per type); reference: the same jobs without CPU rows.
+
+``ratio`` is reference seconds / hetsched seconds (for the water-filling and hierarchical rows:
+hetsched seconds / one max-min solve); where the reference stopped at its time limit it is
+a lower bound (``agree`` then says so). Each case runs in a fresh subprocess, so ``peak_rss_mib`` is that case's own peak resident
+memory. Writes ``benchmarks/results/scale_targets.csv``.
+
+    python benchmarks/scale_targets.py                 # every case
+    python benchmarks/scale_targets.py --cases maxmin_1e5 water_filling_2048
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import json
+import math
+import resource
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+
+import hetsched as hs
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from large_cluster import make_instance  # noqa: E402
+
+OUT = Path(__file__).resolve().parent / "results" / "scale_targets.csv"
+COLUMNS = ["case", "n", "m", "seconds", "status", "detail", "ref_method", "ref_seconds", "ref_status", "ratio",
+           "agree", "peak_rss_mib"]
+
+
+def timed(fn):
+    t0 = time.perf_counter()
+    res = fn()
+    return res, time.perf_counter() - t0
+
+
+def general(policy: str, jobs, cluster, limit: float):
+    """Best general HiGHS path within ``limit``: dual simplex, then IPX with crossover."""
+    for name, opts in (("highs-simplex", {"solver": "simplex"}), ("highs-ipx", {"solver": "ipm", "run_crossover": "on"})):
+        res, s = timed(lambda: hs.solve(policy, jobs, cluster, solver="highs", options=opts, time_limit=limit))
+        if res.status == "optimal":
+            return name, res, s
+    return name, res, s
+
+
+def distinct_jobs(n: int, seed: int, entities: int = 0):
+    rng = np.random.default_rng([seed, n])
+    types = ["v100", "p100", "k80"]
+    T = np.exp(rng.normal(0.0, 1.0, (n, 3)))
+    kw = {"entities": rng.choice([f"e{i}" for i in range(entities)], n)} if entities else {}
+    jobs = hs.JobSet(T, gpu_types=types, scale_factors=rng.choice([1, 2, 4], n, p=[0.7, 0.2, 0.1]), **kw)
+    return jobs, hs.Cluster({t: n // 2 for t in types})
+
+
+def agree(res, ref, rel: float = 1e-6) -> str:
+    """Whether two results' objectives agree; "n/a" when the reference did not finish."""
+    if ref.status != "optimal":
+        return f"n/a (reference {ref.status})"
+    a, b = float(res.objective), float(ref.objective)
+    if not (math.isfinite(a) and math.isfinite(b)):
+        return ""
+    return "yes" if abs(a - b) <= rel * max(abs(a), abs(b), 1e-12) else f"no ({a:.9g} vs {b:.9g})"
+
+
+def run_case(case: str, limit: float, seed: int) -> dict:
+    row: dict = {"case": case}
+    if case in ("maxmin_1e5", "maxmin_1e6", "makespan_1e5", "maxsum_1e5"):
+        policy = {"maxmin": "max_min_fairness", "makespan": "min_makespan", "maxsum": "max_sum_throughput"}[case.split("_")[0]]
+        n = int(float(case.split("_")[1]))
+        inst = make_instance("random", n, 10, seed)
+        jobs, cluster = inst.jobs, inst.cluster
+        if policy == "min_makespan":
+            rng = np.random.default_rng(seed)
+            jobs = hs.JobSet(jobs.throughputs, gpu_types=jobs.gpu_types, scale_factors=jobs.scale_factors,
+                             steps_remaining=rng.uniform(1e3, 1e6, n))
+        res, s = timed(lambda: hs.solve(policy, jobs, cluster))
+        row.update(n=n, m=10, seconds=s, status=res.status, detail=res.message[:90])
+        if n <= 100_000:
+            if policy == "max_sum_throughput":
+                name = "clarabel"
+                ref, rs = timed(lambda: hs.solve(policy, jobs, cluster, solver="clarabel", time_limit=limit))
+            else:
+                name, ref, rs = general(policy, jobs, cluster, limit)
+            row.update(ref_method=name, ref_seconds=rs, ref_status=ref.status, ratio=rs / s,
+                       agree=agree(res, ref))
+        else:
+            row.update(ref_method="general HiGHS: not run at 1e6 (see the 1e5 row)")
+    elif case.startswith(("water_filling_", "hierarchical_")):
+        n = int(case.rsplit("_", 1)[1])
+        hier = case.startswith("hierarchical")
+        jobs, cluster = distinct_jobs(n, seed, entities=8 if hier else 0)
+        policy = "hierarchical_max_min_fairness" if hier else "max_min_fairness_water_filling"
+        res, s = timed(lambda: hs.solve(policy, jobs, cluster))
+        ref, rs = timed(lambda: hs.solve("max_min_fairness", jobs, cluster))
+        row.update(n=n, m=3, seconds=s, status=res.status, detail=res.message[:90], ref_method="one max-min solve",
+                   ref_seconds=rs, ref_status=ref.status, ratio=s / rs)
+    elif case == "maxsum_pack_place_2048":
+        from hetsched.formulations.packing import Packing
+        from hetsched.formulations.placement_sensitivity import PlacementSensitivity
+
+        try:
+            cat = hs.gavel_throughputs()
+            source = "gavel-table"
+        except hs.DataNotFoundError:
+            cat = hs.generate_catalogue(pairs=True, seed=0)
+            source = "generated"
+        w = hs.sample_jobs(cat, 2048, seed=0)
+        cluster = hs.Cluster.from_servers({"v100": 64, "p100": 64, "k80": 64}, gpus_per_server=4)
+
+        def policy(aggregate: bool):
+            return hs.policies.MaxSumThroughput(
+                packing=Packing.from_workload(w, cat, aggregate=aggregate),
+                placement_sensitivity=PlacementSensitivity.from_workload(w, cat, aggregate=aggregate))
+
+        res, s = timed(lambda: hs.solve(policy(True), w.jobs, cluster))
+        ref, rs = timed(lambda: hs.solve(policy(False), w.jobs, cluster, time_limit=limit))
+        row.update(n=2048, m=3, seconds=s, status=res.status,
+                   detail=f"{source}; {res.extra['space'].get('n_classes', 2048)} classes, {res.sizes['max_vars']} vars",
+                   ref_method=f"job by job ({ref.sizes['max_vars']} vars)", ref_seconds=rs, ref_status=ref.status,
+                   ratio=rs / s, agree=agree(res, ref))
+    elif case == "cpu_rows_1e5":
+        n = 100_000
+        inst = make_instance("random", n, 10, seed)
+        rng = np.random.default_rng(seed)
+        j = inst.jobs
+        jobs = hs.JobSet(j.throughputs, gpu_types=j.gpu_types, scale_factors=j.scale_factors,
+                         cpus_per_gpu=rng.choice([2.0, 4.0, 8.0], n))
+        counts = {t: int(c) for t, c in zip(j.gpu_types, inst.cluster.capacities(j.gpu_types))}
+        cluster = hs.Cluster(counts, cpus={t: 3.0 * c for t, c in counts.items()})
+        res, s = timed(lambda: hs.solve("max_min_fairness", jobs, cluster))
+        ref, rs = timed(lambda: hs.solve("max_min_fairness", j, inst.cluster))
+        row.update(n=n, m=10, seconds=s, status=res.status, detail=res.message[:90], ref_method="same jobs, GPU rows only",
+                   ref_seconds=rs, ref_status=ref.status, ratio=s / rs)
+    else:
+        raise SystemExit(f"unknown case {case!r}")
+    row["peak_rss_mib"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0
+    return row
+
+
+CASES = ["maxmin_1e5", "makespan_1e5", "maxsum_1e5", "water_filling_2048", "water_filling_8192", "hierarchical_2048",
+         "maxsum_pack_place_2048", "cpu_rows_1e5", "maxmin_1e6"]
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--cases", nargs="+", default=CASES, choices=CASES)
+    ap.add_argument("--general-limit", type=float, default=120.0, help="seconds for each reference path")
+    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--one", default=None, help=argparse.SUPPRESS)  # child mode: run one case, print JSON
+    ap.add_argument("--out", type=Path, default=OUT)
+    args = ap.parse_args(argv)
+    if args.one:
+        print(json.dumps(run_case(args.one, args.general_limit, args.seed)))
+        return 0
+    rows = []
+    for case in args.cases:
+        proc = subprocess.run([sys.executable, __file__, "--one", case, "--general-limit", str(args.general_limit),
+                               "--seed", str(args.seed)], capture_output=True, text=True)
+        if proc.returncode != 0:
+            row = {"case": case, "status": "error", "detail": proc.stderr.strip().splitlines()[-1][:200]}
+        else:
+            row = json.loads(proc.stdout.strip().splitlines()[-1])
+        rows.append(row)
+        fmt = {k: (f"{v:.3g}" if isinstance(v, float) else v) for k, v in row.items()}
+        print(" | ".join(f"{k}={fmt.get(k, '')}" for k in COLUMNS if k in fmt), flush=True)
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    with args.out.open("w", newline="") as f:
+        wr = csv.DictWriter(f, fieldnames=COLUMNS, extrasaction="ignore")
+        wr.writeheader()
+        wr.writerows(rows)
+    print(f"wrote {args.out}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,41 @@
+"""Online mode: the round loop driven by the caller's clock, with throughputs learned from
+reports and state that survives restarts (see ``docs/online.md``).
+
+* :class:`OnlineScheduler` — ``submit`` / ``report`` / ``complete`` / ``cancel`` /
+  ``next_round(now)`` over any round scheduler, persisted in SQLite (:mod:`.store`);
+* :class:`ThroughputEstimator` — moving averages of measurements, profiles and completion
+  against a reference table (:mod:`.estimator`); :func:`holdout_errors` measures it;
+* :func:`register_state_type` — lets a custom round scheduler's state dataclass into the
+  store's data-only snapshot (:mod:`.codec`);
+* :func:`simulate_online` — the simulated-clock driver of :class:`OnlineScheduler` (what
+  ``hetsched.simulate(..., learn_throughputs=True)`` runs).
+"""
+
+from __future__ import annotations
+
+from .codec import register_state_type
+from .estimator import COMPLETIONS, ThroughputEstimator, holdout_errors
+from .replay import simulate_online
+from .scheduler import OnlinePlan, OnlineScheduler
+from .store import (
+    SCHEMA_VERSION,
+    StoreCorruptError,
+    StoreError,
+    StoreLockedError,
+    StoreVersionError,
+)
+
+__all__ = [
+    "COMPLETIONS",
+    "SCHEMA_VERSION",
+    "OnlinePlan",
+    "OnlineScheduler",
+    "StoreCorruptError",
+    "StoreError",
+    "StoreLockedError",
+    "StoreVersionError",
+    "ThroughputEstimator",
+    "holdout_errors",
+    "register_state_type",
+    "simulate_online",
+]

@@ -1,0 +1,334 @@
+"""The SQLite store of an :class:`~hetsched.online.OnlineScheduler` (stdlib ``sqlite3``).
+
+One file holds everything the scheduler needs to continue after a crash; every public call
+of the scheduler is one transaction (``BEGIN IMMEDIATE`` ... ``COMMIT``; nothing is written
+when the call raises). WAL journal mode; ``synchronous`` FULL by default (a commit survives
+a power loss; NORMAL survives a process crash and is faster).
+
+Tables (schema version :data:`SCHEMA_VERSION`):
+
+``meta``
+    ``schema_version``, ``config`` (JSON: GPU types, capacities, servers, round length, the
+    scheduler's label), ``changed`` (the active set changed since the last plan),
+    ``created_by``.
+``jobs``
+    One row per submitted job: its number (submit order), id, job type, gang size, weight,
+    total steps, arrival, deadline, entity, submitted throughputs (JSON), status
+    (0 active, 1 completed, 2 cancelled), steps done, isolated-equivalent time, finish time.
+``measured``
+    The moving average of measured throughput per (job, type), and how many reports made it.
+``reports``
+    Every report (round, job, type, steps, seconds), in order.
+``rounds``
+    One row per planned round: start, active jobs, rows, whether it solved, timings.
+``leases``
+    The rows of the last plan: job, type, GPUs, partner, GPU ids (global ids separated by
+    spaces; NULL without a topology).
+``snapshot``
+    The round state after the last plan (the round scheduler's state, the rows it returned,
+    the placement, per-job times) as a JSON tree (:mod:`hetsched.online.codec`; data only,
+    never a pickle) whose arrays live in the next two tables.
+``arrays``, ``array_deltas``
+    Each array of the tree by its path: a full compact copy, then the changes of
+    each later round as deltas, in order (``seq``); an array is rewritten in full (and its
+    deltas dropped) when a delta would not be small, or after :data:`MAX_DELTAS` deltas.
+    Reading the store applies them in order and gets every array back bit for bit.
+
+Schema version 1 (hetsched before the data-only snapshot) kept the snapshot as a pickle;
+such a store is refused with :class:`StoreVersionError` (it is not converted: converting
+it would mean unpickling it).
+
+Opening a store takes an exclusive lock on ``<path>.lock`` (``fcntl.flock``), so a second
+opener (another process, or a second scheduler in the same process) gets
+:class:`StoreLockedError` rather than two writers interleaving. A file that is not a
+SQLite database, fails SQLite's ``quick_check`` or lacks the hetsched tables raises
+:class:`StoreCorruptError`; a store written with another schema version (older or newer)
+raises :class:`StoreVersionError`. Nothing is ever reset silently.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import logging
+import os
+import sqlite3
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from ..errors import HetschedError, ValidationError
+from .codec import apply_delta, pack_delta, pack_full, unpack_full
+
+__all__ = ["MAX_DELTAS", "SCHEMA_VERSION", "ArrayTable", "Store", "StoreCorruptError", "StoreError", "StoreLockedError", "StoreVersionError"]
+
+log = logging.getLogger(__name__)
+
+#: Version of the tables below; a store with another one is refused.
+SCHEMA_VERSION = 2
+#: Deltas kept per array before it is rewritten in full (bounds the work of reopening).
+MAX_DELTAS = 64
+
+_SCHEMA = """
+CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
+CREATE TABLE jobs (
+    num INTEGER PRIMARY KEY, job_id TEXT NOT NULL, id_kind TEXT NOT NULL, job_type TEXT,
+    scale_factor INTEGER NOT NULL, weight REAL NOT NULL, total_steps REAL, arrival REAL NOT NULL,
+    deadline REAL, entity TEXT, profile TEXT, status INTEGER NOT NULL, steps_done REAL NOT NULL,
+    iso_time REAL NOT NULL, finish REAL, UNIQUE (id_kind, job_id));
+CREATE TABLE measured (num INTEGER NOT NULL, type INTEGER NOT NULL, ema REAL NOT NULL, n INTEGER NOT NULL,
+    PRIMARY KEY (num, type)) WITHOUT ROWID;
+CREATE TABLE reports (seq INTEGER PRIMARY KEY, round INTEGER NOT NULL, num INTEGER NOT NULL, type INTEGER NOT NULL,
+    steps REAL NOT NULL, seconds REAL NOT NULL);
+CREATE INDEX reports_round ON reports (round);
+CREATE TABLE rounds (round INTEGER PRIMARY KEY, now REAL NOT NULL, n_active INTEGER NOT NULL,
+    n_rows INTEGER NOT NULL, solved INTEGER NOT NULL, solve_status TEXT, solve_s REAL, plan_s REAL);
+CREATE TABLE leases (num INTEGER PRIMARY KEY, round INTEGER NOT NULL, type INTEGER NOT NULL, gpus INTEGER NOT NULL,
+    partner INTEGER NOT NULL, gpu_ids TEXT);
+CREATE TABLE snapshot (id INTEGER PRIMARY KEY CHECK (id = 1), round INTEGER NOT NULL, now REAL NOT NULL,
+    tree TEXT NOT NULL);
+CREATE TABLE arrays (path TEXT PRIMARY KEY, dtype TEXT NOT NULL, blob BLOB NOT NULL);
+CREATE TABLE array_deltas (seq INTEGER PRIMARY KEY, path TEXT NOT NULL, blob BLOB NOT NULL);
+CREATE INDEX array_deltas_path ON array_deltas (path);
+"""
+_TABLES = {"meta", "jobs", "measured", "reports", "rounds", "leases", "snapshot", "arrays", "array_deltas"}
+_SYNC = ("OFF", "NORMAL", "FULL", "EXTRA")
+
+
+class StoreError(HetschedError, RuntimeError):
+    """The online store cannot be used as it is (the message names the file and why)."""
+
+
+class StoreLockedError(StoreError):
+    """Another process (or another scheduler in this one) has the store open."""
+
+
+class StoreCorruptError(StoreError):
+    """The file is not a readable hetsched store."""
+
+
+class StoreVersionError(StoreError):
+    """The store was written by a newer schema version than this hetsched knows."""
+
+
+class ArrayTable:
+    """The arrays of the round state in the ``arrays`` and ``array_deltas`` tables, written
+    incrementally (see the module docstring).
+
+    Keeps a copy of each array as last written, to compute the next delta.
+    """
+
+    def __init__(self) -> None:
+        self.last: dict[str, np.ndarray] = {}
+        self._deltas: dict[str, int] = {}
+        self._delta_bytes: dict[str, int] = {}
+        self._full_bytes: dict[str, int] = {}
+        self.written = 0   # bytes of array data written by the last write()
+
+    def load(self, conn: sqlite3.Connection) -> dict[str, np.ndarray]:
+        """Every stored array (full copy plus its deltas in order)."""
+        out: dict[str, np.ndarray] = {}
+        for path, dtype, blob in conn.execute("SELECT path, dtype, blob FROM arrays"):
+            out[path] = unpack_full(blob, dtype)
+            self._full_bytes[path] = len(blob)
+        for path, blob in conn.execute("SELECT path, blob FROM array_deltas ORDER BY seq"):
+            out[path] = apply_delta(out[path], blob)
+            self._deltas[path] = self._deltas.get(path, 0) + 1
+            self._delta_bytes[path] = self._delta_bytes.get(path, 0) + len(blob)
+        self.last = {p: a.copy() for p, a in out.items()}   # the caller's arrays may change in place
+        return out
+
+    def write(self, cur: sqlite3.Cursor, arrays: dict[str, np.ndarray]) -> None:
+        """Store ``arrays`` (path -> array) as the current ones, writing only what changed."""
+        self.written = 0
+        gone = [p for p in self.last if p not in arrays]
+        if gone:
+            cur.executemany("DELETE FROM arrays WHERE path = ?", [(p,) for p in gone])
+            cur.executemany("DELETE FROM array_deltas WHERE path = ?", [(p,) for p in gone])
+            for p in gone:
+                del self.last[p]
+        for path, new in arrays.items():
+            old = self.last.get(path)
+            n = self._deltas.get(path, 0)
+            delta = None if old is None else pack_delta(old, new)
+            if delta == b"":
+                continue   # unchanged
+            if n >= MAX_DELTAS:
+                delta = None
+            if delta is not None and self._delta_bytes.get(path, 0) + len(delta) <= self._full_bytes.get(path, 0):
+                cur.execute("INSERT INTO array_deltas (path, blob) VALUES (?, ?)", (path, delta))
+                self._deltas[path] = n + 1
+                self._delta_bytes[path] = self._delta_bytes.get(path, 0) + len(delta)
+                self.written += len(delta)
+            else:
+                blob = pack_full(new)
+                cur.execute("INSERT OR REPLACE INTO arrays VALUES (?, ?, ?)", (path, new.dtype.str, blob))
+                if n:
+                    cur.execute("DELETE FROM array_deltas WHERE path = ?", (path,))
+                self._deltas[path] = 0
+                self._delta_bytes[path] = 0
+                self._full_bytes[path] = len(blob)
+                self.written += len(blob)
+            self.last[path] = new.copy()
+
+
+class Store:
+    """An open store (see the module docstring).
+
+    Parameters
+    ----------
+    path : str, os.PathLike or None
+        The database file (created when absent). None: an in-memory database (no
+        persistence, no lock; the simulated driver uses it).
+    synchronous : {"FULL", "NORMAL", "OFF", "EXTRA"}, default "FULL"
+        SQLite's ``PRAGMA synchronous`` in WAL mode.
+    """
+
+    def __init__(self, path: str | os.PathLike | None, *, synchronous: str = "FULL") -> None:
+        if path is not None and not isinstance(path, (str, os.PathLike)):
+            raise ValidationError(f"`store` must be a file path or None; got {type(path).__name__}.")
+        if not isinstance(synchronous, str) or synchronous.upper() not in _SYNC:
+            raise ValidationError(f"`synchronous` must be one of {list(_SYNC)}; got {synchronous!r}.")
+        self.path = None if path is None else Path(path)
+        self._lock_fd: int | None = None
+        self.conn: sqlite3.Connection | None = None
+        if self.path is not None:
+            if self.path.is_dir():
+                raise ValidationError(f"`store` must be a file path; {str(self.path)!r} is a directory.")
+            self._lock()
+        try:
+            self._connect(synchronous.upper())
+        except BaseException:
+            self.close()
+            raise
+
+    # ------------------------------------------------------------------ opening
+    def _lock(self) -> None:
+        try:
+            import fcntl
+        except ImportError:   # pragma: no cover - not POSIX
+            log.warning("fcntl is unavailable: the store %s is not protected against a second opener", self.path)
+            return
+        lock_path = f"{self.path}.lock"
+        fd = os.open(lock_path, os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError:
+            holder = os.read(fd, 64).decode(errors="replace").strip() or "unknown"
+            os.close(fd)
+            raise StoreLockedError(
+                f"store {str(self.path)!r} is already open (lock {lock_path!r} held by pid {holder}); close the other "
+                "OnlineScheduler first (two writers would corrupt its state).") from None
+        os.ftruncate(fd, 0)
+        os.write(fd, str(os.getpid()).encode())
+        self._lock_fd = fd
+
+    def _connect(self, synchronous: str) -> None:
+        where = ":memory:" if self.path is None else str(self.path)
+        try:
+            self.conn = sqlite3.connect(where, isolation_level=None, check_same_thread=False)
+            conn = self.conn
+            if self.path is not None:
+                mode = conn.execute("PRAGMA journal_mode=WAL").fetchone()[0]
+                if str(mode).lower() != "wal":
+                    raise StoreCorruptError(f"store {where!r}: could not switch to WAL journal mode (got {mode!r}).")
+            conn.execute(f"PRAGMA synchronous={synchronous}")
+            check = conn.execute("PRAGMA quick_check").fetchone()[0]
+            if check != "ok":
+                raise StoreCorruptError(f"store {where!r} failed SQLite's quick_check ({check}); it is not reset — "
+                                        "restore it from a backup or open a new path.")
+            tables = {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type='table'")}
+        except sqlite3.DatabaseError as exc:
+            raise StoreCorruptError(f"store {where!r} is not a readable SQLite database ({exc}); it is not reset — "
+                                    "restore it from a backup or open a new path.") from None
+        if not tables:
+            self._create()
+            return
+        if "meta" not in tables:
+            raise StoreCorruptError(f"store {where!r} is a SQLite database without hetsched's tables (has "
+                                    f"{sorted(tables)}); refusing to write into it.")
+        version = self.get_meta("schema_version")
+        try:
+            v = int(version) if version is not None else None
+        except ValueError:
+            v = None
+        if v is None:
+            raise StoreCorruptError(f"store {where!r} has no valid schema_version in its meta table (got {version!r}).")
+        if v > SCHEMA_VERSION:
+            raise StoreVersionError(f"store {where!r} was written with schema version {v}; this hetsched reads "
+                                    f"version {SCHEMA_VERSION} only. Upgrade hetsched to open it.")
+        if v < SCHEMA_VERSION:
+            raise StoreVersionError(
+                f"store {where!r} was written with schema version {v} (its round state is a pickle); this hetsched "
+                f"reads version {SCHEMA_VERSION} only and does not convert it, since reading a pickle can run code. "
+                "Finish its jobs with the hetsched version that wrote it, or start a new store.")
+        missing = _TABLES - tables
+        if missing:
+            raise StoreCorruptError(f"store {where!r} lacks table(s) {sorted(missing)} of schema version {v}.")
+
+    def _create(self) -> None:
+        assert self.conn is not None
+        with self.transaction() as cur:
+            for stmt in _SCHEMA.strip().split(";"):
+                if stmt.strip():
+                    cur.execute(stmt)
+            cur.execute("INSERT INTO meta VALUES ('schema_version', ?)", (str(SCHEMA_VERSION),))
+            cur.execute("INSERT INTO meta VALUES ('changed', '0')")
+            from .. import __version__
+
+            cur.execute("INSERT INTO meta VALUES ('created_by', ?)", (f"hetsched {__version__}",))
+
+    # ------------------------------------------------------------------ use
+    @property
+    def is_new(self) -> bool:
+        """No configuration written yet (a fresh store)."""
+        return self.get_meta("config") is None
+
+    @contextlib.contextmanager
+    def transaction(self) -> Iterator[sqlite3.Cursor]:
+        """One transaction: committed when the block ends, rolled back when it raises."""
+        if self.conn is None:
+            raise StoreError("the store is closed.")
+        cur = self.conn.cursor()
+        cur.execute("BEGIN IMMEDIATE")
+        try:
+            yield cur
+        except BaseException:
+            cur.execute("ROLLBACK")
+            raise
+        cur.execute("COMMIT")
+
+    def get_meta(self, key: str) -> str | None:
+        """A value of the ``meta`` table (None when absent)."""
+        assert self.conn is not None
+        row = self.conn.execute("SELECT value FROM meta WHERE key = ?", (key,)).fetchone()
+        return None if row is None else str(row[0])
+
+    def config(self) -> dict[str, Any] | None:
+        """The stored configuration (None for a fresh store)."""
+        raw = self.get_meta("config")
+        if raw is None:
+            return None
+        try:
+            return json.loads(raw)
+        except json.JSONDecodeError as exc:
+            raise StoreCorruptError(f"store {self.where!r}: its configuration is not valid JSON ({exc}).") from None
+
+    @property
+    def where(self) -> str:
+        """The file (or ':memory:')."""
+        return ":memory:" if self.path is None else str(self.path)
+
+    def close(self) -> None:
+        """Close the connection and release the lock (idempotent)."""
+        if self.conn is not None:
+            self.conn.close()
+            self.conn = None
+        if self._lock_fd is not None:
+            os.close(self._lock_fd)   # closing the descriptor releases the flock
+            self._lock_fd = None
+
+    def __repr__(self) -> str:
+        return f"Store({self.where!r}, open={self.conn is not None})"

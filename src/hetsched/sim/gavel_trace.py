@@ -1,0 +1,283 @@
+"""Gavel's trace files: its job traces (10/9/11 columns, and the older 7-column form of its
+Philly-derived ``msr`` traces) and the ``cluster_specs.json`` of its msr experiments.
+
+Read from local files only; rows are checked column at once (:mod:`.trace_cells`) and the
+rows not kept are counted in a load report (:mod:`.load_report`). Re-exported by
+:mod:`hetsched.sim.readers` and :mod:`hetsched.sim`.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from pathlib import Path
+
+import numpy as np
+
+from ..cluster import Cluster
+from ..errors import ValidationError
+from ..jobs import JobSet
+from ..throughputs import ThroughputCatalogue, load_gavel_throughputs
+from .load_report import LoadReport, RowChecks
+from .trace import Trace
+from .trace_cells import decode_text, fail_parse, numbers, path_arg
+
+__all__ = ["read_gavel_cluster_specs", "read_gavel_trace", "reference_column"]
+
+# ------------------------------------------------------------------------------ Gavel
+#: Column positions of (job_type, total_steps, scale_factor, priority_weight, SLO,
+#: arrival_time) per column count; None: not in that form (weight 1, no SLO).
+_GAVEL_COLUMNS: dict[int, tuple[int, int, int, int | None, int | None, int]] = {
+    10: (0, 5, 6, 7, 8, 9), 11: (0, 5, 6, 8, 9, 10), 9: (0, 4, 5, 6, 7, 8), 7: (0, 4, 6, None, None, 5),
+}
+
+
+def read_gavel_trace(
+    path: str | Path,
+    throughputs: str | Path | ThroughputCatalogue,
+    *,
+    cluster: Cluster | None = None,
+    reference_gpu_type: str | None = None,
+    errors: str = "drop",
+) -> Trace:
+    """Read a Gavel trace (tab-separated, one job per line) with its throughput table.
+
+    Columns (Gavel's ``utils.parse_trace``): ``job_type, command, working_directory,
+    num_steps_arg, needs_data_dir, total_steps, scale_factor, priority_weight, SLO,
+    arrival_time``. The 9-column form without ``working_directory`` and the 11-column form
+    with a ``mode`` column before ``priority_weight`` are accepted too.
+
+    **Older 7-column form** (Gavel's Philly-derived per-virtual-cluster traces,
+    ``scheduler/traces/msr/seed=N/<vc>.trace``): ``job_type, command, num_steps_arg,
+    needs_data_dir, total_steps, arrival_time, scale_factor`` -- note the arrival *before*
+    the scale factor, and no priority weight or SLO. Checked against the older
+    ``parse_trace(trace_file, run_dir)`` of Gavel's ``scheduler/utils.py`` (the version
+    that ``scheduler/run_throughput_vs_latency_msr_trace.py`` at commit ``a009cc0`` calls on
+    those files); the current ``parse_trace`` (commit ``52d9895``) reads the 9-column form.
+    Read here with priority weight 1 (as Gavel sets it) and no SLO; ``needs_data_dir`` must
+    be 0 or 1 (it is otherwise unused). Gavel's old reader silently drops rows with scale
+    factor 0; here they are malformed rows like any non-positive scale factor. Rows whose
+    ``(job_type, scale_factor)`` has no throughput-table row (Gavel crashes on those: the
+    msr files hold scale factors up to 64, the table only 1, 2, 4 and 8) are dropped and
+    counted (``no_throughput_row`` in ``meta["load_report"]``, also
+    ``meta["no_throughput_row"]``). Arrival times are kept as in the file (Gavel's msr
+    files start at 0). The cluster of those experiments is in
+    ``traces/msr/cluster_specs.json`` (:func:`read_gavel_cluster_specs`; Gavel's copy holds
+    only ``{"philly": ["500:0:0"]}``, i.e. 500 V100s). Each line is read by its own column
+    count.
+
+    * ``total_steps`` and ``scale_factor`` positive integers, ``priority_weight`` positive;
+    * ``SLO < 0`` means none; otherwise the deadline is ``arrival + SLO * d`` with ``d``
+      the job's run time alone on ``reference_gpu_type`` (``total_steps / T_ref``; Gavel
+      multiplies the SLO by the job's duration);
+    * ``arrival_time`` finite, non-negative, non-decreasing.
+
+    Parameters
+    ----------
+    path : str or Path
+        The trace file.
+    throughputs : str, Path or ThroughputCatalogue
+        Gavel-format throughput JSON (read with :func:`hetsched.load_gavel_throughputs`)
+        or a catalogue.
+    cluster : Cluster, optional
+        When given, a job larger than every GPU type of the cluster it can run on raises.
+    reference_gpu_type : str, optional
+        Type whose throughput turns SLO multipliers into deadlines (default: the
+        catalogue's fastest, the V100 for Gavel's table).
+    errors : {"drop", "skip", "raise"}, default "drop"
+        "drop": rows without a throughput-table row are dropped and counted, malformed rows
+        raise; "skip": malformed rows are dropped and counted too; "raise": every row not
+        kept raises (see :mod:`hetsched.sim.load_report`).
+
+    Returns
+    -------
+    Trace
+        Job ids are positions ``0, 1, ...`` of the kept rows (as Gavel numbers jobs); job
+        types as in the file; unconsolidated throughputs when the table has them;
+        ``meta["load_report"]``, ``meta["skipped"]``, ``meta["columns"]`` (column counts
+        seen).
+
+    Raises
+    ------
+    ValidationError
+        A missing file or a row that raises under ``errors`` (named by its line number).
+    """
+    p = path_arg(path)
+    report = LoadReport(str(p), errors)
+    cat = throughputs if isinstance(throughputs, ThroughputCatalogue) else load_gavel_throughputs(throughputs)
+    ref = reference_column(cat, reference_gpu_type)
+    lines_no: list[int] = []
+    cells: list[list[str]] = []
+    for ln, line in enumerate(decode_text(p, report).split("\n"), start=1):
+        line = line.rstrip("\r")
+        if line.strip():
+            lines_no.append(ln)
+            cells.append(line.split("\t"))
+    chk = RowChecks(report, [f"line {ln}" for ln in lines_no])
+    ncols = np.array([len(c) for c in cells], dtype=np.int64)
+    chk.fail(~np.isin(ncols, list(_GAVEL_COLUMNS)), "bad_columns", lambda i: (
+        f"a Gavel trace line has 10 tab-separated columns (7, 9 or 11 accepted); got {ncols[i]}"))
+    seven = ncols == 7
+    ndd = [c[3].strip() if len(c) == 7 else "0" for c in cells]
+    chk.fail(seven & ~np.isin(np.array(ndd, dtype=object), ["0", "1"]), "bad_value", lambda i: (
+        f"`needs_data_dir` (column 4 of the 7-column form) must be 0 or 1; got {ndd[i]!r}"))
+    formats = sorted(set(ncols[chk.alive].tolist()))
+
+    def field(k: int, default: str) -> list[str]:
+        out = []
+        for c in cells:
+            spec = _GAVEL_COLUMNS.get(len(c))
+            j = None if spec is None else spec[k]
+            out.append(default if j is None else c[j])
+        return out
+
+    jt, steps_t, sf_t, w_t, slo_t, arr_t = (field(k, d) for k, d in enumerate(("", "", "", "1", "-1", "")))
+    steps = numbers(steps_t, "total_steps", integer=True)
+    scale = numbers(sf_t, "scale_factor", integer=True)
+    weight = numbers(w_t, "priority_weight")
+    slo = numbers(slo_t, "SLO")
+    arr = numbers(arr_t, "arrival_time")
+    for col in (steps, scale, weight, slo, arr):
+        fail_parse(chk, col, missing="missing_field")
+    with np.errstate(invalid="ignore"):
+        chk.fail(steps.values <= 0, "bad_value", lambda i: f"`total_steps` must be a positive integer; got {steps_t[i].strip()!r}")
+        chk.fail(scale.values < 1, "bad_value", lambda i: (
+            f"`scale_factor` must be a positive integer; got {sf_t[i].strip()!r}"
+            + (" (Gavel's older reader drops such rows silently)" if ncols[i] == 7 and scale.values[i] == 0 else "")))
+        chk.fail(weight.values <= 0, "bad_value", lambda i: f"`priority_weight` must be positive; got {w_t[i].strip()!r}")
+        chk.fail(arr.values < 0, "bad_value", lambda i: f"`arrival_time` must be non-negative; got {arr_t[i].strip()!r}")
+    known = set(zip(cat.job_types.tolist(), cat.scale_factors.tolist()))
+    has_row = np.array([chk.alive[i] and (jt[i], int(scale.values[i])) in known for i in range(chk.n)], dtype=bool)
+    # Order among the rows that would be kept (a dropped row never moves the bar: it is
+    # below the running maximum already, or it has no table row).
+    a = arr.values
+    settled = np.flatnonzero(chk.alive & has_row)
+    prev = np.full(chk.n, -np.inf)
+    if chk.n:
+        best = np.full(chk.n, -np.inf)
+        best[settled] = a[settled]
+        prev[1:] = np.maximum.accumulate(best)[:-1]
+    chk.fail(chk.alive & (a < prev), "out_of_order", lambda i: (
+        f"`arrival_time` must be non-decreasing; got {a[i]:.6g} after {prev[i]:.6g}"))
+    table_scales: dict[str, list[int]] = {}
+    for t, k in sorted(known):
+        table_scales.setdefault(t, []).append(int(k))
+
+    def no_row(i: int) -> str:
+        names = sorted(table_scales)
+        similar = [t for t in names if t.split(" (")[0] == jt[i].split(" (")[0]][:4]
+        hint = f" (similar: {similar})" if similar else f" ({len(names)} job types, e.g. {names[:3]})"
+        if jt[i] in table_scales:
+            hint = f" (the table has {jt[i]!r} at scale factors {table_scales[jt[i]]} only; similar: {similar})"
+        return f"unknown job type ({jt[i]!r}, scale factor {int(scale.values[i])}): not a row of the throughput table" + hint
+
+    chk.fail(~has_row, "no_throughput_row", no_row)
+    chk.resolve()
+    keep = np.flatnonzero(chk.alive)
+    report.kept = int(keep.size)
+    meta = {"path": str(p), "skipped": list(report.skipped), "throughputs": repr(cat), "columns": formats,
+            "no_throughput_row": report.counts["dropped"].get("no_throughput_row", 0)
+            + report.counts["malformed"].get("no_throughput_row", 0),
+            "load_report": report.to_dict()}
+    report.log_summary()
+    if keep.size == 0:
+        T = np.zeros((0, len(cat.gpu_types)))
+        return Trace(JobSet(T, gpu_types=cat.gpu_types, steps_remaining=np.zeros(0), arrival_times=np.zeros(0)),
+                     source=f"gavel:{p.name}", meta=meta)
+    jt_arr = [jt[i] for i in keep.tolist()]
+    sf_arr = scale.values[keep].astype(np.int64)
+    idx = cat.index_of(jt_arr, sf_arr)
+    T = cat.throughputs[idx]
+    U = None if cat.unconsolidated is None else cat.unconsolidated[idx]
+    steps_arr = steps.values[keep]
+    arrivals = a[keep]
+    slo_arr = slo.values[keep]
+    deadlines = None
+    if (slo_arr >= 0).any():
+        tref = T[:, ref]
+        tref = np.where(tref > 0, tref, T.max(axis=1))
+        dur = steps_arr / np.where(tref > 0, tref, np.inf)
+        deadlines = np.where(slo_arr > 0, arrivals + slo_arr * dur, np.inf)
+        deadlines = np.where(deadlines > arrivals, deadlines, np.inf)
+    if cluster is not None:
+        cap = cluster.capacities(cat.gpu_types)
+        fits = ((T > 0) & (cap[None, :] >= sf_arr[:, None])).any(axis=1)
+        if not fits.all():
+            j = int(np.flatnonzero(~fits)[0])
+            raise ValidationError(
+                f"{p}: {chk.where[keep[j]]}: job {j} ({jt_arr[j]!r}) asks for {int(sf_arr[j])} GPUs but no GPU type "
+                f"of the cluster {cluster.as_dict()} it can run on has that many."
+            )
+    jobs = JobSet(T, gpu_types=cat.gpu_types, ids=np.arange(keep.size), scale_factors=sf_arr,
+                  weights=weight.values[keep], steps_remaining=steps_arr, arrival_times=arrivals)
+    return Trace(jobs, unconsolidated=U, job_types=jt_arr, deadlines=deadlines, source=f"gavel:{p.name}", meta=meta)
+
+
+def read_gavel_cluster_specs(
+    path: str | Path, *, gpu_types: Sequence[str] = ("v100", "p100", "k80")
+) -> dict[str, tuple[Cluster, ...]]:
+    """Read Gavel's ``cluster_specs.json``: the clusters of its msr (Philly-derived) runs.
+
+    The file maps a trace name to a list of ``"V:P:K"`` strings, GPU counts in the order
+    V100, P100, K80 (Gavel's ``scheduler/traces/msr/cluster_specs.json``; its copy holds
+    ``{"philly": ["500:0:0"]}``).
+
+    Parameters
+    ----------
+    path : str or Path
+    gpu_types : sequence of str, default ("v100", "p100", "k80")
+        Names of the counts, in order.
+
+    Returns
+    -------
+    dict of str -> tuple of Cluster
+        One cluster per spec string, with every type of ``gpu_types`` (a count may be 0).
+
+    Raises
+    ------
+    ValidationError
+        A missing file, JSON that is not an object of lists of strings, or a spec that is
+        not ``len(gpu_types)`` non-negative integers separated by ``:`` (named by key and
+        position).
+    """
+    p = path_arg(path)
+    types = [str(t) for t in gpu_types]
+    if not types or len(set(types)) != len(types):
+        raise ValidationError(f"`gpu_types` must be distinct GPU type names; got {list(gpu_types)!r}.")
+    try:
+        raw = json.loads(p.read_text(encoding="utf-8"))
+    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+        raise ValidationError(f"{p}: must hold a JSON object of trace name -> list of 'V:P:K' specs; {exc}.") from None
+    if not isinstance(raw, dict):
+        raise ValidationError(f"{p}: must hold a JSON object of trace name -> list of 'V:P:K' specs; got {type(raw).__name__}.")
+    out: dict[str, tuple[Cluster, ...]] = {}
+    for name, specs in raw.items():
+        if not isinstance(specs, list) or not specs:
+            raise ValidationError(f"{p}: {name!r} must map to a non-empty list of spec strings; got {specs!r}.")
+        clusters = []
+        for k, spec in enumerate(specs):
+            parts = spec.split(":") if isinstance(spec, str) else []
+            if len(parts) != len(types) or not all(x.strip().isdigit() for x in parts):
+                raise ValidationError(
+                    f"{p}: {name!r}[{k}] must be {len(types)} non-negative integers separated by ':' "
+                    f"({':'.join(types)}); got {spec!r}.")
+            counts = {t: int(x) for t, x in zip(types, parts)}
+            if sum(counts.values()) == 0:
+                raise ValidationError(f"{p}: {name!r}[{k}] must hold at least one GPU; got {spec!r}.")
+            clusters.append(Cluster(counts))
+        out[str(name)] = tuple(clusters)
+    return out
+
+
+def reference_column(cat: ThroughputCatalogue, reference_gpu_type: str | None) -> int:
+    """Column of ``reference_gpu_type`` in ``cat`` (default: the type with the largest
+    median positive throughput, the V100 for Gavel's table)."""
+    if reference_gpu_type is None:
+        T = cat.throughputs
+        med = np.array([np.median(T[T[:, k] > 0, k]) if (T[:, k] > 0).any() else 0.0 for k in range(T.shape[1])])
+        return int(np.argmax(med))
+    if reference_gpu_type not in cat.gpu_types:
+        raise ValidationError(
+            f"`reference_gpu_type` must be one of the catalogue's GPU types {list(cat.gpu_types)}; got {reference_gpu_type!r}."
+        )
+    return cat.gpu_types.index(reference_gpu_type)
