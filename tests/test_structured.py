@@ -293,3 +293,55 @@ def test_auto_sends_large_max_sum_to_the_structured_path(kind):
     if kind != "cpus":
         assert auto.message.startswith("structured: certified"), auto.message
     assert auto.certificate is not None and auto.certificate.ok
+
+
+def test_master_lp_failure_retries_the_other_highs_algorithm(monkeypatch):
+    """HiGHS sometimes ends a master LP with model status "Not Set" (seen with simplex on a
+    min-makespan master at 1e5 jobs); the master is then solved with the other algorithm
+    instead of the whole program going to a general solver. Here every simplex call fails."""
+    from hetsched.errors import SolverError
+    from hetsched.solvers.highs import HighsBackend
+
+    real = HighsBackend.solve
+    calls = {"simplex": 0, "ipm": 0}
+
+    def flaky(self, lp, *, time_limit=None, options=None):
+        algo = (options or {}).get("solver")
+        if lp.name == "structured-master" and algo in calls:
+            calls[algo] += 1
+            if algo == "simplex":
+                raise SolverError(f"HiGHS failed on program {lp.name!r}: model status 'Not Set'.")
+        return real(self, lp, time_limit=time_limit, options=options)
+
+    monkeypatch.setattr(HighsBackend, "solve", flaky)
+    jobs, cluster = instance(5, n=300, m=4)
+    pol = hs.policies.MaxMinFairness()
+    res = hs.solve(pol, jobs, cluster, solver="structured", options={**CG})
+    assert res.status == "optimal" and res.message.startswith("structured: certified"), res.message
+    assert calls["simplex"] > 0 and calls["ipm"] >= calls["simplex"]
+    monkeypatch.setattr(HighsBackend, "solve", real)
+    ref = hs.solve(pol, jobs, cluster, solver="highs")
+    assert res.objective == pytest.approx(ref.objective, rel=REL)
+
+
+def test_master_lp_failing_both_ways_hands_the_program_on(monkeypatch):
+    """Both HiGHS algorithms fail on every master: the structured backend reports it and the
+    program goes to the general path (no exception), with the same optimum."""
+    from hetsched.errors import SolverError
+    from hetsched.solvers.highs import HighsBackend
+
+    real = HighsBackend.solve
+
+    def broken(self, lp, *, time_limit=None, options=None):
+        if lp.name == "structured-master":
+            raise SolverError(f"HiGHS failed on program {lp.name!r}: model status 'Unknown'.")
+        return real(self, lp, time_limit=time_limit, options=options)
+
+    monkeypatch.setattr(HighsBackend, "solve", broken)
+    jobs, cluster = instance(6, n=300, m=4)
+    res = hs.solve("max_min_fairness", jobs, cluster, solver="structured", options={"base_size": 24})
+    assert res.status == "optimal"
+    assert "numerical_error" in res.message and "HiGHS failed" in res.message
+    monkeypatch.setattr(HighsBackend, "solve", real)
+    ref = hs.solve("max_min_fairness", jobs, cluster, solver="highs")
+    assert res.objective == pytest.approx(ref.objective, rel=REL)

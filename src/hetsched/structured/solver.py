@@ -144,11 +144,27 @@ class StructuredResult:
 
 # ----------------------------------------------------------------------------- master LP
 def _highs_solve(lp: LinearProgram, deadline: float | None):
+    """Solve a master LP with HiGHS: simplex when small, IPX with crossover when large; when
+    HiGHS fails (model status "Unknown" or "Not Set"), the other algorithm once. Returns a
+    :class:`~hetsched.solvers.base.SolverOutput`; a double failure is status
+    "numerical_error" (the backend then hands the program to a general solver)."""
+    from ..errors import SolverError
+    from ..solvers.base import SolverOutput
     from ..solvers.highs import HighsBackend
 
-    remaining = None if deadline is None else max(1e-3, deadline - time.perf_counter())
-    opts = {"solver": "simplex"} if lp.n_vars < 20_000 else {"solver": "ipm", "run_crossover": "on"}
-    return HighsBackend().solve(lp, time_limit=remaining, options=opts)
+    simplex, ipx = {"solver": "simplex"}, {"solver": "ipm", "run_crossover": "on"}
+    tries = (simplex, ipx) if lp.n_vars < 20_000 else (ipx, simplex)
+    errors = []
+    for opts in tries:
+        remaining = None if deadline is None else max(1e-3, deadline - time.perf_counter())
+        try:
+            return HighsBackend().solve(lp, time_limit=remaining, options=opts)
+        except SolverError as exc:
+            log.info("structured: HiGHS %s failed on a master LP (%s)", opts["solver"], exc)
+            errors.append(f"{opts['solver']}: {exc}")
+    return SolverOutput(status="numerical_error", x=np.full(lp.n_vars, np.nan), objective=float("nan"),
+                        has_solution=False, native_status="failed", message="; ".join(errors), solve_s=0.0,
+                        backend="highs")
 
 
 @dataclass
