@@ -80,16 +80,20 @@ def instance(seed, n=None, m=None):
     return jobs, hs.Cluster({t: int(c) for t, c in zip(types, C)}), T, s, w, C
 
 
-@pytest.mark.parametrize("seed", range(30))
-def test_matches_textbook_lexicographic_solver(seed):
-    jobs, cluster, T, s, w, C = instance(seed)
-    res = hs.solve("max_min_fairness_water_filling", jobs, cluster)
+def assert_matches_textbook(res, T, s, w, C):
+    """``res`` is feasible and its sorted shares are the textbook solver's."""
     assert res.success, res.message
     assert_feasible(res.X, T, s, C)
     a = shares_matrix(T, s, w, C)
     got = np.sort((a * res.X).sum(1))
     want = np.sort(textbook_water_filling(a, s, C))
     np.testing.assert_allclose(got, want, rtol=1e-6, atol=1e-9)
+
+
+@pytest.mark.parametrize("seed", range(30))
+def test_matches_textbook_lexicographic_solver(seed):
+    jobs, cluster, T, s, w, C = instance(seed)
+    assert_matches_textbook(hs.solve("max_min_fairness_water_filling", jobs, cluster), T, s, w, C)
 
 
 def pareto_rises(a, s, C, sh):
@@ -212,13 +216,7 @@ def test_jobs_frozen_at_their_caps_match_textbook(seed):
     """Jobs whose level is their own cap (all time on their best type) are frozen in bulk by
     a search over the caps; the shares must still be the textbook lexicographic optimum."""
     jobs, cluster, T, s, w, C = light_instance(seed)
-    res = hs.solve("max_min_fairness_water_filling", jobs, cluster, aggregate=False)
-    assert res.success, res.message
-    assert_feasible(res.X, T, s, C)
-    a = shares_matrix(T, s, w, C)
-    got = np.sort((a * res.X).sum(1))
-    want = np.sort(textbook_water_filling(a, s, C))
-    np.testing.assert_allclose(got, want, rtol=1e-6, atol=1e-9)
+    assert_matches_textbook(hs.solve("max_min_fairness_water_filling", jobs, cluster, aggregate=False), T, s, w, C)
 
 
 def test_cap_search_needs_far_fewer_lps_than_levels():
