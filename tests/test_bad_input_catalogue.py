@@ -105,6 +105,8 @@ CASES: list[Case] = [
                                                    hs.Cluster({"g": 1})),
       MissingFieldError, r"`entities`", r"needs job field", r"hierarchical_max_min_fairness"),
     # ---------------------------------------------------------------- hs.JobSet
+    C("JobSet", "gpu-type-names", lambda t: hs.JobSet([[1.0]], gpu_types=[3]),  # was turned into "3"
+      ValidationError, r"`gpu_types`", r"non-empty strings", r"got 3"),
     C("JobSet", "ids-length", lambda t: hs.JobSet([[1.0]], ids=["x", "y"], **ONE),
       ValidationError, r"`ids`", r"length n_jobs = 1", r"\(2,\)"),
     C("JobSet", "throughputs-numeric", lambda t: hs.JobSet([["fast"]], **ONE),
@@ -219,6 +221,12 @@ CASES: list[Case] = [
       ValidationError, r"`placement`", r"True or False", r"'yes'"),
     C("SimOptions", "reallocate", lambda t: hs.SimOptions(reallocate="sometimes"),
       ValidationError, r"`reallocate`", r"'on_change' or a positive number of seconds", r"'sometimes'"),
+    C("SimOptions", "window-pair", lambda t: hs.SimOptions(window=(1,)),  # was checked only when a run started
+      ValidationError, r"`window`", r"must be a pair \(start, end\)", r"\(1,\)"),
+    C("SimOptions", "window-order", lambda t: hs.SimOptions(window=(5, 2)),
+      ValidationError, r"`window`", r"0 <= start < end", r"\(5, 2\)"),
+    C("SimOptions", "progress", lambda t: hs.SimOptions(progress="yes"),  # was accepted
+      ValidationError, r"`progress`", r"None, True, False, 'auto' or a callable", r"'yes'"),
     C("SimOptions", "window-unit", lambda t: hs.SimOptions(window_unit="days"),
       ValidationError, r"`window_unit`", r"'jobs' or 'seconds'", r"'days'"),
     C("SimOptions", "seed", lambda t: hs.SimOptions(seed=1.5),
@@ -269,6 +277,11 @@ CASES: list[Case] = [
       ValidationError, r"`errors`", r"one of \['drop', 'skip', 'raise'\]", r"None"),
     C("readers", "pai-task-path", lambda t: R.read_pai_trace(write(t, "j.csv", "a\n"), t / "none.csv"),
       ValidationError, r"`task_path`", r"existing local file", r"none\.csv"),
+    C("readers", "load-trace-option", lambda t: hs.load_trace(write(t, "p.json", "[]"), format="philly", bogus=1),
+      ValidationError, r"`load_trace` options for format 'philly'", r"must be among \['sort', 'statuses', 'vc'\]",
+      r"\['bogus'\]"),  # was a raw TypeError
+    C("readers", "philly-sort-bool", lambda t: R.read_philly_trace(write(t, "p.json", "[]"), sort="yes"),
+      ValidationError, r"`sort`", r"must be a bool", r"'yes'"),  # was accepted
     C("readers", "load-trace-format", lambda t: hs.load_trace(write(t, "x.csv", "a\n"), format="slurm"),
       ValidationError, r"`format`", r"one of \['gavel', 'philly', 'helios', 'pai'\]", r"'slurm'"),
     C("readers", "load-trace-throughputs", lambda t: hs.load_trace(write(t, "x.trace", ""), format="gavel"),
@@ -276,6 +289,10 @@ CASES: list[Case] = [
     C("readers", "load-trace-seed", lambda t: hs.load_trace(write(t, "p.json", "[]"), format="philly", seed=-1),
       ValidationError, r"`seed`", r"non-negative int", r"-1"),
     # ---------------------------------------------------------------- hs.sweep
+    C("sweep", "max-workers", lambda t: hs.sweep({"policy": ["fifo"]}, max_workers=0),  # was accepted
+      ValidationError, r"`max_workers`", r"None or an integer >= 1", r"got 0"),
+    C("sweep", "progress", lambda t: hs.sweep({"policy": ["fifo"]}, progress=5),  # was accepted
+      ValidationError, r"`progress`", r"None, True, False or a callable", r"got 5"),
     C("sweep", "grid-mapping", lambda t: hs.sweep([("policy", "fifo")]),
       ValidationError, r"`grid`", r"mapping of parameter -> value or list of values", r"list"),
     C("sweep", "grid-keys", lambda t: hs.sweep({"polcy": ["fifo"]}),

@@ -118,6 +118,9 @@ class JobSet:
             raise ValidationError("`gpu_types` is required when `throughputs` is not a DataFrame.")
         if isinstance(gpu_types, str):
             raise ValidationError(f"`gpu_types` must be a sequence of names; got the string {gpu_types!r}.")
+        bad = [t for t in gpu_types if not isinstance(t, str) or not t]
+        if bad:
+            raise ValidationError(f"`gpu_types` must hold non-empty strings (GPU type names); got {bad[0]!r}.")
         gpu_types = tuple(str(t) for t in gpu_types)
         if len(set(gpu_types)) != len(gpu_types):
             dup = sorted({t for t in gpu_types if gpu_types.count(t) > 1})

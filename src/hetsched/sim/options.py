@@ -198,6 +198,13 @@ class SimOptions:
             raise ValidationError(f"`arrivals` must be 'carve' or 'wait'; got {self.arrivals!r}.")
         if self.window_unit not in ("jobs", "seconds"):
             raise ValidationError(f"`window_unit` must be 'jobs' or 'seconds'; got {self.window_unit!r}.")
+        if self.window is not None:  # its shape and values now, not when a run starts
+            from .metrics import window_mask
+
+            window_mask(self.window, np.zeros(0), unit=self.window_unit)
+        p = self.progress
+        if not (p is None or isinstance(p, bool) or p == "auto" or callable(p)):
+            raise ValidationError(f"`progress` must be None, True, False, 'auto' or a callable; got {p!r}.")
         if isinstance(self.seed, bool) or not isinstance(self.seed, (int, np.integer)) or self.seed < 0:
             raise ValidationError(f"`seed` must be a non-negative int; got {self.seed!r}.")
         set_(self, "learn_throughputs", _bool(self.learn_throughputs, "learn_throughputs"))

@@ -33,6 +33,7 @@ they name. Nothing is ever downloaded.
 from __future__ import annotations
 
 import csv
+import inspect
 import json
 import logging
 from collections.abc import Mapping, Sequence
@@ -777,6 +778,15 @@ def load_trace(
     if fmt not in _FORMATS:
         raise ValidationError(f"`format` must be one of {list(_FORMATS)}; got {format!r}.")
     table_opts = {k: options.pop(k) for k in ("unmatched", "gpu_type_map", "reference_gpu_type") if k in options}
+    reader = {"gavel": read_gavel_trace, "philly": read_philly_trace, "helios": read_helios_trace,
+              "pai": read_pai_trace}[fmt]
+    accepted = set(inspect.signature(reader).parameters) - {"path", "throughputs", "task_path", "cluster", "errors"}
+    unknown = sorted(set(options) - accepted)
+    if unknown:
+        raise ValidationError(
+            f"`load_trace` options for format {fmt!r} must be among {sorted(accepted)} (reader) or "
+            f"['gpu_type_map', 'reference_gpu_type', 'unmatched'] (trace_from_table); got {unknown}."
+        )
     if fmt == "gavel":
         if throughputs is None:
             raise ValidationError("a Gavel trace needs `throughputs` (the Gavel-format throughput JSON or a catalogue).")

@@ -226,6 +226,11 @@ def sweep(
     >>> df[["policy", "load", "n_completed"]].values.tolist()
     [['max_min_fairness', 4.0, 10], ['fifo', 4.0, 10]]
     """
+    if max_workers is not None and (isinstance(max_workers, bool) or not isinstance(max_workers, (int, np.integer))
+                                    or max_workers < 1):
+        raise ValidationError(f"`max_workers` must be None or an integer >= 1; got {max_workers!r}.")
+    if not (progress is None or isinstance(progress, bool) or callable(progress)):
+        raise ValidationError(f"`progress` must be None, True, False or a callable; got {progress!r}.")
     runs = expand_grid(grid)
     n = len(runs)
     own = None

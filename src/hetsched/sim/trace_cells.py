@@ -288,6 +288,8 @@ def finish_table(chk: RowChecks, report: LoadReport, cols: dict[str, Any], *, so
     ``cols`` holds full-length arrays (one entry per row of ``chk``) for every column of
     :data:`JOB_TABLE_COLUMNS`.
     """
+    if not isinstance(sort, bool):
+        raise ValidationError(f"`sort` must be a bool; got {sort!r}.")
     arrival = np.asarray(cols["arrival"], dtype=float)
     ids = cols["job_id"]
     alive = np.flatnonzero(chk.alive)
