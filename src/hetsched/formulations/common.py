@@ -217,9 +217,10 @@ def solve_levels(policy, jobs: JobSet, cluster, ctx, a: np.ndarray, *, second_st
     if not second_stage:
         return first, level
     floor = level - STAGE2_RELATIVE_SLACK * abs(level)
+    warm = _warm_meta(out1)
+    del lp1, out1  # stage 1's program is not needed any more: free it before building stage 2's
     with ctx.building():
-        lp2 = level_program(jobs, cap, a, floor=floor, name=name, cluster=cluster, space=space,
-                            meta=_warm_meta(out1))
+        lp2 = level_program(jobs, cap, a, floor=floor, name=name, cluster=cluster, space=space, meta=warm)
     out2 = ctx.run(lp2)
     if not out2.success:
         return PolicyOutcome(
