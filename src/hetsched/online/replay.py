@@ -32,6 +32,7 @@ from ..sim.ledger import Ledger
 from ..sim.options import SimOptions
 from ..sim.result import SimulationResult
 from ..sim.simulator import (
+    RoundClock,
     _options,
     _result,
     _solve_columns,
@@ -116,38 +117,21 @@ def _drive(online: OnlineScheduler, w: _Workload, opts: SimOptions, wall0: float
     ledger = Ledger(w.total, len(w.types), restart_seconds=opts.restart_seconds, record_runs=True)
     T, U = w.T, (w.U if w.U is not None else w.T)
     timing = {"policy_s": 0.0, "mechanism_s": 0.0, "placement_s": 0.0}
-    active = np.zeros(0, np.int64)
-    ptr = rnd = n_done = 0
-    t = t_first = float(w.arrival[0]) if n else 0.0
-    status, changed = "drained", False
-    remaining_measured = int(w.measured.sum())
+    c = RoundClock(w, opts, wall0)
+    t_first = c.t
     hook, close = opts.progress_hook(n)
     try:
         while True:
-            k_new = int(np.searchsorted(w.arrival, t, side="right"))
-            arrived = k_new - ptr
-            for i in range(ptr, k_new):
+            arrived = c.admit()
+            if arrived is None:
+                break
+            for i in arrived.tolist():
                 _submit(online, w, i, learn)
-            if arrived:
-                active = np.concatenate([active, np.arange(ptr, k_new, dtype=np.int64)])
-                ptr, changed = k_new, True
-            if opts.window is not None and opts.stop_after_window and remaining_measured == 0:
-                status = "window_done"
-                break
-            if active.size == 0:
-                if ptr >= n:
-                    break
-                t = max(t, float(w.arrival[ptr]))
+            if not arrived.size and not c.active.size:
                 continue
-            if opts.max_time is not None and t >= opts.max_time:
-                status = "max_time"
-                break
-            if opts.wall_time_limit is not None and time.perf_counter() - wall0 > opts.wall_time_limit:
-                status = "wall_time_limit"
-                break
-            if changed:
+            active, t, rnd = c.active, c.t, c.rnd
+            if c.changed:
                 ledger.iso_rate[active] = w.isolated_rates(active)   # the metric uses the true throughputs
-            changed = False
             plan = online.next_round(t)
             rows = plan.rows
             solve_s = float(rows.info.get("solve_s", math.nan))
@@ -176,29 +160,18 @@ def _drive(online: OnlineScheduler, w: _Workload, opts: SimOptions, wall0: float
             fin = out["finished"]
             for jj in active[fin].tolist():
                 online.complete(jj, now=float(ledger.finish[jj]))
-            n_fin = int(fin.sum())
             ledger.log_round(round=rnd, start=t, seconds=L, n_active=int(active.size), n_running=out["n_running"],
-                             arrived=arrived, completed=n_fin, place_s=plan.timings["place_s"],
+                             arrived=int(arrived.size), completed=int(fin.sum()), place_s=plan.timings["place_s"],
                              preempted=out["preempted"], migrated=out["migrated"], restarts=out["restarts"],
                              busy=out["busy"], **_solve_columns(rows.info))
-            if out["n_running"] == 0 and ptr >= n and not rows.info.get("solve_pending", False):
-                status = "stalled"
-                log.warning("t=%.0f s: no job can run and none will arrive (%d active job(s) stalled); stopping",
-                            t, active.size)
-                rnd, t = rnd + 1, t + L
+            if not c.end_round(fin, out["n_running"], rows.info):
                 break
-            if n_fin:
-                remaining_measured -= int(w.measured[active[fin]].sum())
-                active = active[~fin]
-                n_done += n_fin
-                changed = True
-            rnd, t = rnd + 1, t + L
             if hook is not None:
-                hook(t, n_done)
+                hook(c.t, c.n_done)
     finally:
         close()
     ledger.record_runs = opts.record_runs
-    res = _result(w, ledger, opts, status, rnd, t, t_first, wall0, timing)
+    res = _result(w, ledger, opts, c.status, c.rnd, c.t, t_first, wall0, timing)
     res.extra["estimates"] = online.estimates(all_jobs=True).to_numpy() if n else np.zeros((0, len(w.types)))
     return res
 

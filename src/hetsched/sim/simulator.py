@@ -179,34 +179,18 @@ def simulate(scheduler: Any, workload: Any, cluster: Cluster, *, options: SimOpt
     fluid = opts.mechanism == "ideal"
     checked = getattr(sched, "rows_checked", False) is True   # rows built under the loop's rules already
     timing = {"policy_s": 0.0, "mechanism_s": 0.0, "placement_s": 0.0}
-    active = np.zeros(0, np.int64)
-    ptr = rnd = n_done = 0
-    t = t_first = float(w.arrival[0]) if n else 0.0
-    state = sched.initial_state(t)
-    changed, status = False, "drained"
-    remaining_measured = int(w.measured.sum())
+    c = RoundClock(w, opts, wall0)
+    t_first = c.t
+    state = sched.initial_state(c.t)
     hook, close = opts.progress_hook(n)
     try:
         while True:
-            k_new = int(np.searchsorted(w.arrival, t, side="right"))
-            arrived = k_new - ptr
-            if arrived:
-                active = np.concatenate([active, np.arange(ptr, k_new, dtype=np.int64)])
-                ptr, changed = k_new, True
-            if opts.window is not None and opts.stop_after_window and remaining_measured == 0:
-                status = "window_done"
+            arrived = c.admit()
+            if arrived is None:
                 break
-            if active.size == 0:
-                if ptr >= n:
-                    break
-                t = max(t, float(w.arrival[ptr]))
+            if not arrived.size and not c.active.size:
                 continue
-            if opts.max_time is not None and t >= opts.max_time:
-                status = "max_time"
-                break
-            if opts.wall_time_limit is not None and time.perf_counter() - wall0 > opts.wall_time_limit:
-                status = "wall_time_limit"
-                break
+            active, t, rnd, changed = c.active, c.t, c.rnd, c.changed
             if changed:
                 ledger.iso_rate[active] = w.isolated_rates(active)
             view = w.view(ledger, active, t, rnd, changed)
@@ -230,29 +214,17 @@ def simulate(scheduler: Any, workload: Any, cluster: Cluster, *, options: SimOpt
             state = sched.record_round(state, rows, out["row_seconds"])
             timing["mechanism_s"] += time.perf_counter() - t0
             fin = out["finished"]
-            n_fin = int(fin.sum())
             ledger.log_round(round=rnd, start=t, seconds=L, n_active=int(active.size), n_running=out["n_running"],
-                             arrived=arrived, completed=n_fin, place_s=place_s, preempted=out["preempted"],
-                             migrated=out["migrated"], restarts=out["restarts"], busy=out["busy"],
-                             **_solve_columns(rows.info))
-            changed = False
-            if out["n_running"] == 0 and ptr >= n and not rows.info.get("solve_pending", False):
-                status = "stalled"
-                log.warning("t=%.0f s: no job can run and none will arrive (%d active job(s) stalled); stopping",
-                            t, active.size)
-                rnd, t = rnd + 1, t + L
+                             arrived=int(arrived.size), completed=int(fin.sum()), place_s=place_s,
+                             preempted=out["preempted"], migrated=out["migrated"], restarts=out["restarts"],
+                             busy=out["busy"], **_solve_columns(rows.info))
+            if not c.end_round(fin, out["n_running"], rows.info):
                 break
-            if n_fin:
-                remaining_measured -= int(w.measured[active[fin]].sum())
-                active = active[~fin]
-                changed = True
-                n_done += n_fin
-            rnd, t = rnd + 1, t + L
             if hook is not None:
-                hook(t, n_done)
+                hook(c.t, c.n_done)
     finally:
         close()
-    return _result(w, ledger, opts, status, rnd, t, t_first, wall0, timing)
+    return _result(w, ledger, opts, c.status, c.rnd, c.t, t_first, wall0, timing)
 
 
 # --------------------------------------------------------------------------- pieces
@@ -374,6 +346,72 @@ def scheduler_label(scheduler: Any) -> str:
     """A short label for a policy or round scheduler: its name and the parameters that differ
     from their defaults, e.g. ``"max_min_fairness(heterogeneity_aware=False)"``."""
     return _scheduler_label(scheduler)[0]
+
+
+class RoundClock:
+    """The loop's clock and active set, shared by every driver with a simulated clock
+    (:func:`simulate`, :func:`hetsched.online.simulate_online`).
+
+    Each round: :meth:`admit` moves arrivals up to ``t`` into ``active`` and decides whether
+    the run ends before the round; the driver plans and runs the round; :meth:`end_round`
+    removes finished jobs and advances ``t`` by one round. ``status`` says why the run
+    ended ("drained", "window_done", "max_time", "wall_time_limit", "stalled").
+    """
+
+    def __init__(self, w: _Workload, opts: SimOptions, wall0: float) -> None:
+        self.w, self.opts, self.wall0 = w, opts, wall0
+        self.active = np.zeros(0, np.int64)
+        self.ptr = self.rnd = self.n_done = 0
+        self.t = float(w.arrival[0]) if w.n else 0.0
+        self.changed = False
+        self.status = "drained"
+        self.remaining_measured = int(w.measured.sum())
+
+    def admit(self) -> np.ndarray | None:
+        """Jobs arrived by ``t`` join ``active``; returns them (positions), or None when the
+        run ends here (``status`` set). With nothing active and arrivals still to come,
+        ``t`` jumps to the next arrival and an empty array is returned with ``active`` empty:
+        call again."""
+        w, opts = self.w, self.opts
+        k_new = int(np.searchsorted(w.arrival, self.t, side="right"))
+        arrived = np.arange(self.ptr, k_new, dtype=np.int64)
+        if arrived.size:
+            self.active = np.concatenate([self.active, arrived])
+            self.ptr, self.changed = k_new, True
+        if opts.window is not None and opts.stop_after_window and self.remaining_measured == 0:
+            self.status = "window_done"
+            return None
+        if self.active.size == 0:
+            if self.ptr >= w.n:
+                return None
+            self.t = max(self.t, float(w.arrival[self.ptr]))
+            return arrived
+        if opts.max_time is not None and self.t >= opts.max_time:
+            self.status = "max_time"
+            return None
+        if opts.wall_time_limit is not None and time.perf_counter() - self.wall0 > opts.wall_time_limit:
+            self.status = "wall_time_limit"
+            return None
+        return arrived
+
+    def end_round(self, finished: np.ndarray, n_running: int, info: Mapping[str, Any]) -> bool:
+        """After a round: drop the ``finished`` active jobs and advance one round. Returns
+        False when the run stalls (nothing ran, nothing will arrive, no solve pending)."""
+        self.changed = False
+        if n_running == 0 and self.ptr >= self.w.n and not info.get("solve_pending", False):
+            self.status = "stalled"
+            log.warning("t=%.0f s: no job can run and none will arrive (%d active job(s) stalled); stopping",
+                        self.t, self.active.size)
+            self.rnd, self.t = self.rnd + 1, self.t + self.opts.round_seconds
+            return False
+        n_fin = int(finished.sum())
+        if n_fin:
+            self.remaining_measured -= int(self.w.measured[self.active[finished]].sum())
+            self.active = self.active[~finished]
+            self.changed = True
+            self.n_done += n_fin
+        self.rnd, self.t = self.rnd + 1, self.t + self.opts.round_seconds
+        return True
 
 
 @dataclass(frozen=True, eq=False)
