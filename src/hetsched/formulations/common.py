@@ -144,13 +144,14 @@ def level_program(
         vals=np.concatenate([l_vals, -np.ones(n)]),
         lb=0.0, ub=np.inf, n_rows=n,
     )
-    add_resource_rows(b, X, jobs, cluster)  # after the level rows: rows stay [jobs | capacity | level | ...]
+    resources = add_resource_rows(b, X, jobs, cluster)  # after the level rows: [jobs | capacity | level | host]
     stage = "stage1" if floor is None else "stage2"
     lp = b.build(sense="max", x_index=X.x_index, name=f"{name}:{stage}", meta={
         "t": t,
         # read by hetsched.structured (solver="structured"); rows are [jobs | capacity | level]
         "structure": {"kind": "level", "a": a, "load": (jobs.multiplicity * jobs.scale_factors).astype(float),
-                      "capacities": capacities, "floor": floor, "rows": (0, n, n + capacities.shape[0])},
+                      "capacities": capacities, "floor": floor, "rows": (0, n, n + capacities.shape[0]),
+                      "resources": resources},
         **(meta or {}),
     })
     return lp if space is None else X.program(lp, level_rows=r_level)

@@ -72,16 +72,19 @@ def resource_terms(jobs: JobSet, cluster) -> list[tuple[str, np.ndarray, np.ndar
     return out
 
 
-def add_resource_rows(b: ProgramBuilder, X: AllocationVars, jobs: JobSet, cluster) -> int | None:
+def add_resource_rows(b: ProgramBuilder, X: AllocationVars, jobs: JobSet, cluster) -> dict:
     """Add the host-resource capacity rows (and zero rows for gangs that never fit).
 
-    Returns the first row added, or None when no row was needed. No effect when ``jobs``
-    states no resource demand (then ``cluster`` may be None).
+    Returns what was added, for solvers that read the program's structure
+    (:mod:`hetsched.structured`): ``{"coupling": [(first row, binding types, coefficient
+    per job, capacities of those types), ...], "zero": [(first row, variable's job, its
+    type), ...], "n_rows": rows added}``. No effect when ``jobs`` states no resource demand
+    (then ``cluster`` may be None).
     """
+    added: dict = {"coupling": [], "zero": [], "n_rows": 0}
     terms = resource_terms(jobs, cluster)
     if not terms:
-        return None
-    first = None
+        return added
     load = (jobs.multiplicity * jobs.scale_factors).astype(float)
     for _, demand, cap in terms:
         per_job = jobs.scale_factors * demand                    # one gang's need
@@ -94,13 +97,15 @@ def add_resource_rows(b: ProgramBuilder, X: AllocationVars, jobs: JobSet, cluste
             local[binding] = np.arange(binding.size)
             r = b.add_rows(rows=local[X.gpu[sel]], cols=X.cols[sel], vals=coef[sel], lb=-np.inf,
                            ub=cap[binding], n_rows=int(binding.size))
-            first = r if first is None else first
+            added["coupling"].append((r, binding, load * demand, cap[binding]))
+            added["n_rows"] += int(binding.size)
         never = np.flatnonzero(per_job[X.job] > cap[X.gpu] * (1 + 1e-12))
         if never.size:
             r = b.add_rows(rows=np.arange(never.size), cols=X.cols[never], vals=1.0, lb=-np.inf, ub=0.0,
                            n_rows=int(never.size))
-            first = r if first is None else first
-    return first
+            added["zero"].append((r, X.job[never], X.gpu[never]))
+            added["n_rows"] += int(never.size)
+    return added
 
 
 def host_fit_mask(jobs: JobSet, cluster) -> np.ndarray:

@@ -79,9 +79,15 @@ def _row_duals(lp: LinearProgram, P: SeparableProblem, r: StructuredResult) -> n
     has_t = P.time_row >= 0
     d[P.time_row[has_t]] = g * r.z[has_t]
     has_c = P.cap_row >= 0
-    d[P.cap_row[has_c]] = g * r.lam[has_c]
+    d[P.cap_row[has_c]] = g * r.lam[: P.m][has_c]
     has_l = P.level_row >= 0
     d[P.level_row[has_l]] = -g * r.y[has_l] / P.level_scale[has_l]
+    has_x = P.extra_row >= 0
+    d[P.extra_row[has_x]] = g * r.lam[P.m:][has_x]
+    if P.zero_row.size:  # a row fixing a variable at 0 takes up the variable's positive reduced cost
+        v = P.x_index[P.zero_j, P.zero_k]
+        rc = np.asarray(lp.c, dtype=float)[v] - (lp.A.T @ d)[v]
+        d[P.zero_row] = np.maximum(rc, 0.0) / P.zero_coef
     return d
 
 

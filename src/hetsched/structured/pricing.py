@@ -138,21 +138,22 @@ class _Top2:
             s[i][rs] = cand[i][beats_s]
 
 
-def floor_best(A: np.ndarray, U: np.ndarray, W: np.ndarray, c: np.ndarray, f: np.ndarray,
-               lam: np.ndarray) -> FloorChoice:
-    """Best and runner-up vertex of :math:`P_j` for profit :math:`r = c - W \\lambda`."""
+def floor_best(A: np.ndarray, U: np.ndarray, price: np.ndarray, c: np.ndarray, f: np.ndarray) -> FloorChoice:
+    """Best and runner-up vertex of :math:`P_j` for profit :math:`r = c - \\text{price}`,
+    ``price[j, k]`` the cost of a unit of time of job j on type k at the current capacity
+    prices (:math:`W_{jk}\\lambda_k` plus any host-resource rows)."""
     n, m = A.shape
     out = FloorChoice(n)
     for s in range(0, n, CHUNK_ROWS):
         e = min(n, s + CHUNK_ROWS)
-        _floor_chunk(A[s:e], U[s:e], W[s:e], c[s:e], f[s:e], lam, out, slice(s, e))
+        _floor_chunk(A[s:e], U[s:e], price[s:e], c[s:e], f[s:e], out, slice(s, e))
     return out
 
 
-def _floor_chunk(A, U, W, c, f, lam, out: FloorChoice, sl: slice) -> None:
+def _floor_chunk(A, U, price, c, f, out: FloorChoice, sl: slice) -> None:
     n, m = A.shape
     rows = np.arange(n)
-    r = np.where(U, c - W * lam[None, :], -np.inf)
+    r = np.where(U, c - price, -np.inf)
     fpos = f > 0
     with np.errstate(divide="ignore", invalid="ignore"):
         amt_floor = np.where(fpos[:, None], f[:, None] / A, 0.0)

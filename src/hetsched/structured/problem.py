@@ -76,6 +76,25 @@ class SeparableProblem:
         dual of the original row is the dual of the scaled row divided by it.
     cap_row : ndarray of int, shape (m,)
         Capacity row of each type (-1 when none).
+    Wx : ndarray, shape (n, R)
+        Further coupling rows (host CPU or memory rows, a second capacity row of a type):
+        coefficient of :math:`X_{j,kx_e}` in extra row e. ``R = 0`` for GPU-only programs.
+    kx : ndarray of int, shape (R,)
+        The type whose variables extra row e holds.
+    Cx : ndarray, shape (R,)
+        Right-hand sides of the extra rows.
+    extra_row : ndarray of int, shape (R,)
+        Row of each extra coupling row in the LP (-1 when built here).
+    zero_j, zero_k, zero_row : ndarray of int
+        Variables a single-variable row ``coef X_jk <= 0`` fixes at 0 (a gang that never
+        fits a type's hosts): they are left out of ``U`` and their rows only get duals.
+    zero_coef : ndarray
+        The coefficient of that row.
+
+    The coupling rows are the m capacity rows followed by the R extra rows; prices
+    :math:`\lambda` have one entry per coupling row (``n_cap = m + R``), and the price of
+    a unit of time of job j on type k is :meth:`price` :math:`= W_{jk}\lambda_k +
+    \sum_{e: kx_e = k} Wx_{je}\lambda_{m+e}`.
     """
 
     A: np.ndarray
@@ -98,6 +117,97 @@ class SeparableProblem:
     n_rows: int
     #: Prices from an earlier solve of the same jobs (see :func:`warm_from`), or None.
     warm: dict | None = None
+    Wx: np.ndarray | None = None
+    kx: np.ndarray | None = None
+    Cx: np.ndarray | None = None
+    extra_row: np.ndarray | None = None
+    zero_j: np.ndarray | None = None
+    zero_k: np.ndarray | None = None
+    zero_row: np.ndarray | None = None
+    zero_coef: np.ndarray | None = None
+
+    def __post_init__(self) -> None:
+        n = self.A.shape[0]
+        empty_i = np.zeros(0, dtype=np.int64)
+        if self.Wx is None:
+            self.Wx = np.zeros((n, 0))
+        if self.kx is None:
+            self.kx = empty_i
+        if self.Cx is None:
+            self.Cx = np.zeros(0)
+        if self.extra_row is None:
+            self.extra_row = np.full(self.kx.shape[0], -1, dtype=np.int64)
+        for name in ("zero_j", "zero_k", "zero_row"):
+            if getattr(self, name) is None:
+                setattr(self, name, empty_i)
+        if self.zero_coef is None:
+            self.zero_coef = np.zeros(0)
+
+    @property
+    def n_extra(self) -> int:
+        """Number of extra coupling rows R."""
+        return int(self.kx.shape[0])
+
+    @property
+    def n_cap(self) -> int:
+        """Number of coupling rows (one price each): m capacity rows + R extra rows."""
+        return self.m + self.n_extra
+
+    @property
+    def C_all(self) -> np.ndarray:
+        """Right-hand sides of every coupling row (``inf`` where a type has no capacity row)."""
+        return np.concatenate([self.C, self.Cx]) if self.n_extra else self.C
+
+    def price(self, lam: np.ndarray, rows: np.ndarray | slice | None = None) -> np.ndarray:
+        """Price of a unit of time on each type, ``(len(rows), m)``, at coupling prices ``lam``."""
+        sl = slice(None) if rows is None else rows
+        q = self.W[sl] * lam[None, : self.m]
+        if self.n_extra:
+            Wx = self.Wx[sl]
+            for e in np.flatnonzero(lam[self.m:] != 0):
+                q[:, self.kx[e]] += Wx[:, e] * lam[self.m + e]
+        return q
+
+    def loads(self, rows: np.ndarray, k: np.ndarray, amount: np.ndarray, group: np.ndarray | None = None,
+              n_groups: int = 1) -> np.ndarray:
+        """Coupling-row loads ``(n_cap, n_groups)`` of jobs ``rows`` each given ``amount`` of
+        time on type ``k`` (summed per ``group``; all in group 0 when None)."""
+        g = np.zeros(rows.shape[0], dtype=np.int64) if group is None else group
+        out = np.zeros((self.n_cap, n_groups))
+        out[: self.m] = np.bincount(k * n_groups + g, weights=self.W[rows, k] * amount,
+                                    minlength=self.m * n_groups).reshape(self.m, n_groups)
+        for e in range(self.n_extra):
+            on = k == self.kx[e]
+            if on.any():
+                out[self.m + e] += np.bincount(g[on], weights=self.Wx[rows[on], e] * amount[on], minlength=n_groups)
+        return out
+
+    def dense_loads(self, rows: np.ndarray, D: np.ndarray, group: np.ndarray | None = None,
+                    n_groups: int = 1) -> np.ndarray:
+        """Coupling-row loads ``(n_cap, n_groups)`` of jobs ``rows`` with time ``D`` (len(rows), m)."""
+        g = np.zeros(rows.shape[0], dtype=np.int64) if group is None else group
+        out = np.zeros((self.n_cap, n_groups))
+        WD = self.W[rows] * D
+        for k in range(self.m):
+            out[k] = np.bincount(g, weights=WD[:, k], minlength=n_groups)
+        for e in range(self.n_extra):
+            out[self.m + e] = np.bincount(g, weights=self.Wx[rows, e] * D[:, self.kx[e]], minlength=n_groups)
+        return out
+
+    def take(self, rows: np.ndarray, **changes) -> "SeparableProblem":
+        """The jobs ``rows`` as a problem of their own (no LP rows; ``changes`` override fields)."""
+        n_s = rows.shape[0]
+        neg = np.full(n_s, -1, dtype=np.int64)
+        fields = dict(
+            A=self.A[rows], U=self.U[rows], W=self.W[rows], C=self.C, c=None if self.c is None else self.c[rows],
+            floors=None if self.floors is None else self.floors[rows], has_level=self.has_level[rows],
+            gamma=self.gamma, t_bounds=self.t_bounds, offset=self.offset,
+            x_index=np.full((n_s, self.m), -1, dtype=np.int64), t_index=-1, t_value=self.t_value, time_row=neg,
+            level_row=neg, level_scale=np.ones(n_s), cap_row=np.full(self.m, -1, dtype=np.int64), n_rows=0,
+            Wx=self.Wx[rows], kx=self.kx, Cx=self.Cx,
+        )
+        fields.update(changes)
+        return SeparableProblem(**fields)
 
     @property
     def mode(self) -> str:
@@ -145,19 +255,50 @@ def _from_level_meta(lp: LinearProgram) -> SeparableProblem | None:
         return None
     n, m = a.shape
     U = a > 0
-    if (load.shape != (n,) or C.shape != (m,) or lp.n_rows != 2 * n + m or lp.n_vars != int(U.sum()) + 1
+    res = st.get("resources") or {"coupling": [], "zero": [], "n_rows": 0}
+    n_base = 2 * n + m
+    if (load.shape != (n,) or C.shape != (m,) or lp.n_rows != n_base + int(res["n_rows"])
+            or lp.n_vars != int(U.sum()) + 1
             or not np.array_equal(xi >= 0, U) or not (0 <= t < lp.n_vars) or (r_time, r_cap, r_lvl) != (0, n, n + m)):
         return None
     if not (np.all(lp.row_ub[:n] == 1.0) and np.array_equal(lp.row_ub[n:n + m], C)
-            and np.all(lp.row_lb[n + m:] == 0.0) and np.all(np.isinf(lp.row_ub[n + m:]))):
+            and np.all(lp.row_lb[n + m:n_base] == 0.0) and np.all(np.isinf(lp.row_ub[n + m:n_base]))):
         return None
     A = np.where(U, a, 0.0)
     W = np.where(U, load[:, None], 0.0)
+    # host-resource rows (hetsched.formulations.resources.add_resource_rows): extra coupling
+    # rows of the binding types, and rows fixing a gang that never fits at 0
+    kx = [np.asarray(types, dtype=np.int64) for _, types, _, _ in res["coupling"]]
+    kx = np.concatenate(kx) if kx else np.zeros(0, dtype=np.int64)
+    Wx = np.zeros((n, kx.size))
+    Cx, extra_row = np.zeros(kx.size), np.zeros(kx.size, dtype=np.int64)
+    e = 0
+    for r0, types, coef, caps in res["coupling"]:
+        for i, k in enumerate(np.asarray(types, dtype=np.int64).tolist()):
+            Wx[:, e] = np.where(U[:, k], coef, 0.0)
+            Cx[e], extra_row[e] = caps[i], r0 + i
+            e += 1
+    zj = [np.asarray(j, dtype=np.int64) for _, j, _ in res["zero"]]
+    zk = [np.asarray(k, dtype=np.int64) for _, _, k in res["zero"]]
+    zr = [r0 + np.arange(len(j)) for r0, j, _ in res["zero"]]
+    zj, zk, zr = (np.concatenate(v) if v else np.zeros(0, dtype=np.int64) for v in (zj, zk, zr))
+    if extra_row.size and not np.array_equal(lp.row_ub[extra_row], Cx):
+        return None
+    if zj.size:
+        if not np.all(lp.row_ub[zr] == 0.0):
+            return None
+        U = U.copy()
+        U[zj, zk] = False
+        A[zj, zk] = W[zj, zk] = 0.0
+        for i in range(kx.size):
+            Wx[zj[zk == kx[i]], i] = 0.0
     time_row = np.arange(n, dtype=np.int64)
     level_row = n + m + np.arange(n, dtype=np.int64)
     cap_row = n + np.arange(m, dtype=np.int64)
     common = dict(A=A, U=U, W=W, C=C, x_index=xi, t_index=t, time_row=time_row, level_row=level_row,
-                  level_scale=np.ones(n), cap_row=cap_row, n_rows=lp.n_rows, has_level=np.ones(n, dtype=bool))
+                  level_scale=np.ones(n), cap_row=cap_row, n_rows=lp.n_rows, has_level=np.ones(n, dtype=bool),
+                  Wx=Wx, kx=kx, Cx=Cx, extra_row=extra_row, zero_j=zj, zero_k=zk, zero_row=zr,
+                  zero_coef=np.ones(zj.size))
     if floor is None:
         if lp.col_ub[t] != np.inf or lp.col_lb[t] != 0.0 or lp.c[t] <= 0:
             return None
@@ -189,14 +330,15 @@ def recognize(lp: LinearProgram) -> tuple[SeparableProblem | None, str]:
     fast = _from_level_meta(lp)
     P, why = (fast, "") if fast is not None else _parse(lp)
     if P is not None:
-        P.warm = warm_from(lp.meta.get("structured_warm"), P.n, P.m)
+        P.warm = warm_from(lp.meta.get("structured_warm"), P.n, P.n_cap)
     return P, why
 
 
 def warm_from(info: object, n: int, m: int) -> dict | None:
     """A usable warm start from ``lp.meta["structured_warm"]``: the ``info["warm"]`` a
     level-mode structured solve returned for the same jobs (stage 1 for stage 2, the
-    previous step of finish-time fairness). Anything else is ignored."""
+    previous step of finish-time fairness), with one price per coupling row (``m``).
+    Anything else is ignored."""
     if not isinstance(info, dict):
         return None
     try:
@@ -303,16 +445,25 @@ def _parse(lp: LinearProgram) -> tuple[SeparableProblem | None, str]:
     level_row[lvl_jobs] = lvl_rows
     level_scale = np.ones(n)
     level_scale[lvl_jobs] = np.where(n_t[lvl_rows] > 0, -t_coef[lvl_rows], 1.0)
+    # a row "coef X_jk <= 0" with one variable fixes it at 0 (a gang that never fits)
+    zero = (role == 3) & (n_x == 1) & (rub == 0.0) & (vmin > 0)
+    role[zero] = 6
     cap_rows = np.flatnonzero(role == 3)
     cap_types = kmin[cap_rows].astype(np.int64)
-    if np.any(np.bincount(cap_types, minlength=m) > 1):
-        return None, "a GPU type has more than one capacity row"
+    # the first row of each type is its capacity row; further rows of one type (host CPU or
+    # memory rows) are extra coupling rows
+    primary = np.zeros(cap_rows.size, dtype=bool)
+    primary[np.unique(cap_types, return_index=True)[1]] = True
     cap_row = np.full(m, -1, dtype=np.int64)
-    cap_row[cap_types] = cap_rows
+    cap_row[cap_types[primary]] = cap_rows[primary]
     C = np.full(m, np.inf)
-    C[cap_types] = rub[cap_rows]
-    if np.any(C < 0):
+    C[cap_types[primary]] = rub[cap_rows[primary]]
+    extra_rows, kx = cap_rows[~primary], cap_types[~primary]
+    Cx = rub[extra_rows]
+    if np.any(C < 0) or np.any(Cx < 0):
         return None, "a negative capacity"
+    extra_pos = np.full(R, -1, dtype=np.int64)
+    extra_pos[extra_rows] = np.arange(extra_rows.size)
 
     # scatter the coefficients
     A = np.zeros((n, m))
@@ -321,18 +472,31 @@ def _parse(lp: LinearProgram) -> tuple[SeparableProblem | None, str]:
     r_e, j_e, k_e, v_e = row_of[xe], ej[xe], ek[xe], vals[xe]
     in_lvl = role[r_e] == 2
     A[j_e[in_lvl], k_e[in_lvl]] = v_e[in_lvl] / level_scale[j_e[in_lvl]]
-    in_cap = role[r_e] == 3
+    in_cap = (role[r_e] == 3) & (extra_pos[r_e] < 0)
     W[j_e[in_cap], k_e[in_cap]] = v_e[in_cap]
     dup = np.bincount(xi[j_e[in_cap], k_e[in_cap]], minlength=nv)
     if np.any(dup > 1):
         return None, "a variable is in more than one capacity row"
+    in_x = (role[r_e] == 3) & (extra_pos[r_e] >= 0)
+    Wx = np.zeros((n, extra_rows.size))
+    Wx[j_e[in_x], extra_pos[r_e[in_x]]] = v_e[in_x]
+    zr = np.flatnonzero(role == 6)
+    zvar = cols[indptr[zr]]
+    zj, zk, zcoef = var_job[zvar], var_type[zvar], vals[indptr[zr]]
 
     cobj = np.asarray(lp.c, dtype=float)
     cX = np.zeros((n, m))
     cX[jj, kk] = cobj[xv]
     offset = float(lp.offset)
+    if zr.size:  # the fixed variables leave the problem (X = 0 there)
+        U = U.copy()
+        U[zj, zk] = False
+        A[zj, zk] = W[zj, zk] = cX[zj, zk] = 0.0
+        for e in range(kx.size):
+            Wx[zj[zk == kx[e]], e] = 0.0
     common = dict(A=A, U=U, W=W, C=C, x_index=xi, t_index=t, time_row=time_row, level_row=level_row,
-                  level_scale=level_scale, cap_row=cap_row, n_rows=R)
+                  level_scale=level_scale, cap_row=cap_row, n_rows=R, Wx=Wx, kx=kx, Cx=Cx, extra_row=extra_rows,
+                  zero_j=zj, zero_k=zk, zero_row=zr, zero_coef=zcoef)
     if t >= 0:
         tlb, tub = float(lp.col_lb[t]), float(lp.col_ub[t])
         # rows with t alone are bounds on t

@@ -196,8 +196,9 @@ def _master(P: SeparableProblem, amb: np.ndarray, *, cap_rhs: np.ndarray, level:
     :func:`_read_master` divides the duals back.
 
     Columns: [t (level mode)] [aggregated group columns] [X of ambiguous jobs].
-    ``t_cap`` (m,) is t's capacity coefficient (the fixed jobs' load per unit of level).
-    Returns the LP and the index maps needed to read it back.
+    ``cap_rhs`` and ``t_cap`` (t's coefficient: the fixed jobs' load per unit of level)
+    have one entry per coupling row (:attr:`SeparableProblem.n_cap`); ``agg.cap`` one row
+    per coupling row. Returns the LP and the index maps needed to read it back.
     """
     m = P.m
     Ua = P.U[amb] if cols is None else cols
@@ -219,13 +220,20 @@ def _master(P: SeparableProblem, amb: np.ndarray, *, cap_rhs: np.ndarray, level:
         col_ub[g0:xs] = np.inf if level else 1.0
     if not level:
         c[xs:] = P.c[amb[ja], ka]
-    cap_types = np.flatnonzero(np.isfinite(cap_rhs))
-    cap_pos = np.full(m, -1, dtype=np.int64)
+    cap_types = np.flatnonzero(np.isfinite(cap_rhs))  # coupling rows with a finite right-hand side
+    cap_pos = np.full(cap_rhs.shape[0], -1, dtype=np.int64)
     cap_pos[cap_types] = np.arange(cap_types.size)
     rows, cols, vals = [], [], []
     wv = P.W[amb[ja], ka]
     keep = (cap_pos[ka] >= 0) & (wv != 0)
     rows.append(cap_pos[ka][keep]); cols.append(xs + np.flatnonzero(keep)); vals.append(wv[keep])
+    for e in range(P.n_extra):  # extra coupling rows (host resources) over their type's variables
+        if cap_pos[m + e] < 0:
+            continue
+        on = np.flatnonzero(ka == P.kx[e])
+        we = P.Wx[amb[ja[on]], e]
+        nz = we != 0
+        rows.append(np.full(int(nz.sum()), cap_pos[m + e])); cols.append(xs + on[nz]); vals.append(we[nz])
     if level and t_cap is not None:
         gk = cap_types[t_cap[cap_types] != 0]
         rows.append(cap_pos[gk]); cols.append(np.zeros(gk.size, dtype=np.int64)); vals.append(t_cap[gk])
@@ -279,12 +287,11 @@ def _master(P: SeparableProblem, amb: np.ndarray, *, cap_rhs: np.ndarray, level:
 
 
 def _read_master(P, lp, out, maps):
-    """(X_amb (n_a, m), lam (m,), z_amb, y_amb, u (G,)) from a solved master."""
-    m = P.m
+    """(X_amb (n_a, m), lam (n_cap,), z_amb, y_amb, u (G,)) from a solved master."""
     X = lp.extract_X(out.x)
     d = out.row_dual if out.row_dual is not None else np.zeros(lp.n_rows)
     d = d / maps["obj_scale"]
-    lam = np.zeros(m)
+    lam = np.zeros(P.n_cap)
     lam[maps["cap_types"]] = np.maximum(d[: maps["n_cap"]], 0.0)
     t0, n_a = maps["t_row0"], maps["n_a"]
     z = np.maximum(d[t0 : t0 + n_a], 0.0)
@@ -303,7 +310,6 @@ def _subproblem(P: SeparableProblem, rows: np.ndarray, scale: float, floors: np.
     ``level_from_floors``: the level problem "how far can the floors be scaled", with
     :math:`A_{jk} / f_j` as level coefficients for the jobs with :math:`f_j > 0`.
     """
-    n_s = rows.size
     A = P.A[rows]
     c = None if P.c is None else P.c[rows]
     fl = None if P.floors is None else (P.floors[rows] if floors is None else floors)
@@ -313,13 +319,8 @@ def _subproblem(P: SeparableProblem, rows: np.ndarray, scale: float, floors: np.
         pos = f > 0
         A = np.where(pos[:, None], A / np.where(pos, f, 1.0)[:, None], 0.0)
         c, fl, has_level = None, None, pos
-    neg = np.full(n_s, -1, dtype=np.int64)
-    return SeparableProblem(
-        A=A, U=P.U[rows], W=P.W[rows], C=P.C * scale, c=c, floors=fl, has_level=has_level,
-        gamma=1.0, t_bounds=(0.0, np.inf) if (c is None) else P.t_bounds, offset=0.0,
-        x_index=np.full((n_s, P.m), -1, dtype=np.int64), t_index=-1, t_value=0.0, time_row=neg,
-        level_row=neg, level_scale=np.ones(n_s), cap_row=np.full(P.m, -1, dtype=np.int64), n_rows=0,
-    )
+    return P.take(rows, A=A, C=P.C * scale, Cx=P.Cx * scale, c=c, floors=fl, has_level=has_level, gamma=1.0,
+                  t_bounds=(0.0, np.inf) if (c is None) else P.t_bounds, offset=0.0, t_value=0.0)
 
 
 def _sample(P: SeparableProblem, opts: StructuredOptions) -> tuple[np.ndarray, float]:
@@ -360,14 +361,15 @@ def _compact(key: np.ndarray, size: int) -> tuple[np.ndarray, np.ndarray]:
     return remap[key], np.flatnonzero(present)
 
 
-def _level_groups(k1, q1, k2, q2, a1, a2, w1, w2, m: int, opts: StructuredOptions, t_ref: float):
+def _level_groups(P: SeparableProblem, fj, k1, q1, k2, q2, a1, a2, opts: StructuredOptions, t_ref: float):
     """Group fixed jobs by (cheapest type k1, second cheapest k2, price-ratio bin).
 
-    Inputs are the fixed jobs' cheapest two types, their prices of a unit of level ``q``,
-    coefficients ``a`` and loads ``w``. A job joins a group only when it can reach about
+    Inputs are the fixed jobs ``fj``, their cheapest two types, their prices of a unit of
+    level ``q`` and coefficients ``a``. A job joins a group only when it can reach about
     ``t_ref`` on its second type alone. Returns the group id per job (-1: none) and the
     aggregated columns.
     """
+    m = P.m
     nf = k1.shape[0]
     with np.errstate(divide="ignore", invalid="ignore"):
         rho = np.where(q1 > 0, q2 / q1, np.inf)
@@ -380,24 +382,26 @@ def _level_groups(k1, q1, k2, q2, a1, a2, w1, w2, m: int, opts: StructuredOption
     inv, uniq = _compact(key, m * m * B)
     gid[grp] = inv
     G = uniq.size
-    gk1 = (uniq // B) // m
-    gk2 = (uniq // B) % m
-    a_g = np.bincount(inv, weights=w1[grp] / a1[grp], minlength=G)
-    b_g = np.bincount(inv, weights=w2[grp] / a2[grp], minlength=G)
-    cap = np.zeros((m, G))
-    cap[gk1, np.arange(G)] -= a_g
-    cap[gk2, np.arange(G)] += b_g
+    rows = fj[grp]
+    cap = P.loads(rows, k2[grp], 1.0 / a2[grp], inv, G) - P.loads(rows, k1[grp], 1.0 / a1[grp], inv, G)
     return gid, _Aggregate(cap=cap, obj=np.zeros(G))
 
 
 class _Costs:
-    """Prices of a unit of level, ``q = W lam / A``, with ``W / A`` computed once."""
+    """Prices of a unit of level of the jobs ``rows``, ``q = price(lam) / A`` (``W / A``
+    computed once when the capacity rows are the only coupling rows)."""
 
-    def __init__(self, A: np.ndarray, W: np.ndarray) -> None:
+    def __init__(self, P: SeparableProblem, rows: np.ndarray | None = None) -> None:
+        A = P.A if rows is None else P.A[rows]
+        self.P, self.rows, self.A = P, rows, A
         with np.errstate(divide="ignore", invalid="ignore"):
-            self.WA = np.where(A > 0, W / A, np.inf)
+            W = P.W if rows is None else P.W[rows]
+            self.WA = np.where(A > 0, W / A, np.inf) if P.n_extra == 0 else None
 
     def __call__(self, lam: np.ndarray) -> np.ndarray:
+        if self.WA is None:
+            with np.errstate(divide="ignore", invalid="ignore"):
+                return np.where(self.A > 0, self.P.price(lam, self.rows) / self.A, np.inf)
         with np.errstate(invalid="ignore"):  # inf * 0 where lam_k = 0: fixed just below
             q = self.WA * lam[None, :]
         zero = np.flatnonzero(lam == 0)
@@ -437,7 +441,7 @@ def _solve_level(P: SeparableProblem, opts: StructuredOptions, deadline: float |
     t_start = time.perf_counter()
     res = StructuredResult(status="unknown", message="")
     lv = P.has_level
-    A, W, C, U = P.A, P.W, P.C, P.U
+    A, C, U = P.A, P.C_all, P.U
     rows_n = np.arange(n)
     lam = None
     t_est = np.nan
@@ -449,7 +453,7 @@ def _solve_level(P: SeparableProblem, opts: StructuredOptions, deadline: float |
         t_w = time.perf_counter()
         lam, t_est = _level_warm_start(P, opts, deadline, depth, res.warm_info)
         res.warm_s = time.perf_counter() - t_w
-    costs = _Costs(A, W)
+    costs = _Costs(P)
     cols = np.zeros((n, m), dtype=bool)
     if lam is None:
         amb = lv.copy()
@@ -483,15 +487,14 @@ def _solve_level(P: SeparableProblem, opts: StructuredOptions, deadline: float |
         if fj.size:
             k1, q1, k2, q2 = (v[fj] for v in cls)
             a1, a2 = A[fj, k1], A[fj, k2]
-            w1, w2 = W[fj, k1], W[fj, k2]
-            gid, agg = _level_groups(k1, q1, k2, q2, a1, a2, w1, w2, m, opts, t_ref)
-            L = np.bincount(k1, weights=w1 / a1, minlength=m)
+            gid, agg = _level_groups(P, fj, k1, q1, k2, q2, a1, a2, opts, t_ref)
+            L = P.loads(fj, k1, 1.0 / a1)[:, 0]
             lim = np.where(gid >= 0, np.minimum(a1, a2), a1)
             t_fix_ub = float(lim.min())
         else:
             k1 = k2 = gid = np.zeros(0, dtype=np.int64)
             a1 = a2 = lim = np.zeros(0)
-            L, t_fix_ub = np.zeros(m), np.inf
+            L, t_fix_ub = np.zeros(P.n_cap), np.inf
         ub = min(t_ub, t_fix_ub)
         res.pricing_s += time.perf_counter() - t_p
         t_m = time.perf_counter()
@@ -517,8 +520,8 @@ def _solve_level(P: SeparableProblem, opts: StructuredOptions, deadline: float |
         y[fj] = qmin_f
         # z: 0 for fixed jobs (y = their cheapest price); master jobs over all their variables
         z = np.zeros(n)
-        Aa, Wa, Ua = A[amb_idx], W[amb_idx], U[amb_idx]
-        rc = np.where(Ua, ya[:, None] * Aa - Wa * lam[None, :], -np.inf)
+        Aa, Pa, Ua = A[amb_idx], P.price(lam, amb_idx), U[amb_idx]
+        rc = np.where(Ua, ya[:, None] * Aa - Pa, -np.inf)
         if amb_idx.size:
             z[amb_idx] = np.maximum(rc.max(axis=1), 0.0)
         upper = _level_upper(lam, y, z, C_fin, t_lb, t_ub)
@@ -535,7 +538,7 @@ def _solve_level(P: SeparableProblem, opts: StructuredOptions, deadline: float |
             excess = np.where(bad, np.maximum(q[fj, k1] * on1, q[fj, k2] * on2) / (qmin_f + 1e-300) - 1.0, 0.0)
         excess = np.where(bad & ~np.isfinite(excess), 1.0, excess)
         viol = _most_violated(fj, np.where(bad, np.maximum(excess, 1e-300), 0.0), 0.0, opts, n)
-        scale_rc = np.where(Ua, ya[:, None] * Aa + Wa * lam[None, :], 0.0)
+        scale_rc = np.where(Ua, ya[:, None] * Aa + Pa, 0.0)
         new_cols = Ua & ~cols[amb_idx] & (rc - za[:, None] > 1e-9 * scale_rc + 1e-300)
         col_jobs = amb_idx[new_cols.any(axis=1)] if new_cols.size else amb_idx[:0]
         res.pricing_s += time.perf_counter() - t_p
@@ -637,7 +640,7 @@ def _level_warm_start(P, opts, deadline, depth, info=None):
         lam, t = _lagrangian_prices(P, opts, deadline, info, start=r.lam, box=0.05)
         return lam, min(t, r.t) if np.isfinite(t) else r.t
     if opts.init == "uniform":
-        C = P.C
+        C = P.C_all
         lam = np.where(np.isfinite(C) & (C > 0), 1.0 / np.maximum(np.where(np.isfinite(C), C, 1.0), 1e-300), 0.0)
         return lam, np.nan
     rows, scale = _sample(P, opts)
@@ -654,7 +657,7 @@ def _whole_lp_prices(P, opts, deadline, info, *, level: bool):
 
     n = P.n
     rows = np.flatnonzero(P.has_level) if level else np.arange(n)
-    lp, maps = _master(P, rows, cap_rhs=P.C, level=level, t_cap=np.zeros(P.m) if level else None,
+    lp, maps = _master(P, rows, cap_rhs=P.C_all, level=level, t_cap=np.zeros(P.n_cap) if level else None,
                        t_bounds=P.t_bounds, obj_scale=float(max(1, rows.size)) if level else 1.0)
     options = ({"solver": "ipm", "run_crossover": "off"} if opts.init == "ipx"
                else {"solver": "pdlp", "pdlp_optimality_tolerance": 1e-7})
@@ -683,11 +686,10 @@ def _lagrangian_prices(P, opts, deadline, info, start=None, box=0.5):
     from scipy.optimize import linprog
 
     lv = np.flatnonzero(P.has_level)
-    A, W = P.A[lv], P.W[lv]
-    costs = _Costs(A, W)
-    C = P.C
+    costs = _Costs(P, lv)
+    C = P.C_all
     act = np.isfinite(C) & (C > 0)
-    m = P.m
+    m = P.n_cap  # one price per coupling row
     if start is None:
         lam = np.where(act, 1.0 / (act.sum() * np.where(act, C, 1.0)), 0.0)
     else:
@@ -704,7 +706,7 @@ def _lagrangian_prices(P, opts, deadline, info, start=None, box=0.5):
             break
         q = costs(lam)
         k1 = np.argmin(q, axis=1)
-        L = np.bincount(k1, weights=costs.WA[np.arange(lv.size), k1], minlength=m)
+        L = P.loads(lv, k1, 1.0 / costs.A[np.arange(lv.size), k1])[:, 0]
         theta = float(L @ lam)
         if theta > best:
             center, best = lam.copy(), theta
@@ -783,8 +785,8 @@ def _merge_duplicates(P: SeparableProblem):
         return None
     rng = np.random.default_rng(20_240_601)
     fin = lambda M: np.where(np.isfinite(M), M, 1e300)  # noqa: E731
-    mats = [P.A, P.W, P.U.astype(float)] + ([P.c] if P.c is not None else [])
-    key = sum(fin(M) @ rng.normal(size=m) for M in mats)
+    mats = [P.A, P.W, P.U.astype(float)] + ([P.c] if P.c is not None else []) + ([P.Wx] if P.n_extra else [])
+    key = sum(fin(M) @ rng.normal(size=M.shape[1]) for M in mats)
     extra = [P.has_level.astype(float)] + ([fin(P.floors)] if P.floors is not None else [])
     key = key + sum(v * rng.normal() for v in extra)
     _, first, inv = np.unique(key, return_index=True, return_inverse=True)
@@ -802,15 +804,8 @@ def _merge_duplicates(P: SeparableProblem):
     warm = None
     if P.warm is not None:
         warm = {**P.warm, "master_rows": np.unique(inv[P.warm["master_rows"]])}
-    neg = np.full(k, -1, dtype=np.int64)
-    Q = SeparableProblem(
-        A=P.A[first], U=P.U[first], W=P.W[first] * count[:, None],
-        C=P.C, c=None if P.c is None else P.c[first] * count[:, None],
-        floors=None if P.floors is None else P.floors[first], has_level=P.has_level[first], gamma=P.gamma,
-        t_bounds=P.t_bounds, offset=P.offset, x_index=np.full((k, m), -1, dtype=np.int64), t_index=-1,
-        t_value=P.t_value, time_row=neg, level_row=neg, level_scale=np.ones(k),
-        cap_row=np.full(m, -1, dtype=np.int64), n_rows=0, warm=warm,
-    )
+    Q = P.take(first, W=P.W[first] * count[:, None], Wx=P.Wx[first] * count[:, None],
+               c=None if P.c is None else P.c[first] * count[:, None], warm=warm)
     return Q, inv, count
 
 
@@ -845,11 +840,11 @@ def _floor_groups(P: SeparableProblem, fj: np.ndarray, ch: FloorChoice, lam: np.
     Xs = X0.copy()
     r = np.arange(fj.size)
     Xs[r[shrink], ch.k[shrink]] = xmin[shrink]
-    Wf, cf = P.W[fj], P.c[fj]
+    pf, cf = P.price(lam, fj), P.c[fj]
     # gap relative to the size of the move itself: for "all time on k" vs "floor on k" this
     # is (c - W lam) / (c + W lam), a pure price ratio whatever the floor
     D = np.abs(X1 - X0)
-    scale = ((np.abs(cf) + Wf * lam[None, :]) * D).sum(axis=1) + 1e-300
+    scale = ((np.abs(cf) + pf) * D).sum(axis=1) + 1e-300
     rho = 1.0 + np.maximum(ch.value - ch.runner_up, 0.0) / scale
     rho = np.where(has1, rho, np.inf)
     sig0 = vertex_signature(m, ch.kind, ch.k, ch.l, ch.xk >= 1.0)
@@ -875,7 +870,7 @@ def _floor_groups(P: SeparableProblem, fj: np.ndarray, ch: FloorChoice, lam: np.
     scol = np.full(G, -1, dtype=np.int64)
     scol[g_shr] = int(g_has1.sum()) + np.arange(int(g_shr.sum()))
     ncol = int(g_has1.sum() + g_shr.sum())
-    cap = np.zeros((m, ncol))
+    cap = np.zeros((P.n_cap, ncol))
     obj = np.zeros(ncol)
     rows_g = np.flatnonzero(grouped)
     for D, colmap, sel in ((X1 - X0, ucol, has1), (Xs - X0, scol, shrink)):
@@ -883,9 +878,7 @@ def _floor_groups(P: SeparableProblem, fj: np.ndarray, ch: FloorChoice, lam: np.
         if not jr.size:
             continue
         cidx = colmap[gid[jr]]
-        WD = Wf[jr] * D[jr]
-        for k in range(m):
-            cap[k] += np.bincount(cidx, weights=WD[:, k], minlength=ncol)
+        cap += P.dense_loads(fj[jr], D[jr], cidx, ncol)
         obj += np.bincount(cidx, weights=(cf[jr] * D[jr]).sum(axis=1), minlength=ncol)
     both = g_has1 & g_shr
     link = np.stack([ucol[both], scol[both]], axis=1) if both.any() else None
@@ -900,7 +893,7 @@ def _solve_floor(P: SeparableProblem, opts: StructuredOptions, deadline: float |
     n, m = P.n, P.m
     t_start = time.perf_counter()
     res = StructuredResult(status="unknown", message="")
-    A, W, C, c, f = P.A, P.W, P.C, P.c, P.floors
+    A, C, c, f = P.A, P.C_all, P.c, P.floors
     C_fin = np.where(np.isfinite(C), C, 0.0)
     lam = None
     amb = np.ones(n, dtype=bool)
@@ -922,7 +915,7 @@ def _solve_floor(P: SeparableProblem, opts: StructuredOptions, deadline: float |
                 amb[amb0] = True
             else:
                 lam_best = lam
-                best_upper = float(lam @ C_fin + floor_best(A, P.U, W, c, f, lam).value.sum()) + P.offset
+                best_upper = float(lam @ C_fin + floor_best(A, P.U, P.price(lam), c, f).value.sum()) + P.offset
     for rnd in range(1, opts.max_rounds + 1):
         if deadline is not None and time.perf_counter() > deadline:
             res.status, res.message = "time_limit", f"time limit after {rnd - 1} master solves"
@@ -931,16 +924,16 @@ def _solve_floor(P: SeparableProblem, opts: StructuredOptions, deadline: float |
         fj = np.flatnonzero(~amb)
         t_p = time.perf_counter()
         if fj.size:
-            ch = floor_best(A[fj], P.U[fj], W[fj], c[fj], f[fj], lam)
+            ch = floor_best(A[fj], P.U[fj], P.price(lam, fj), c[fj], f[fj])
             X0, X1, Xs, gid, uj, sj, agg = _floor_groups(P, fj, ch, lam, opts)
             if np.any(~np.isfinite(ch.value)):  # a fixed job with no vertex: let the LP see it
                 amb[fj[~np.isfinite(ch.value)]] = True
                 continue
-            fixed_load = (W[fj] * X0).sum(axis=0)
+            fixed_load = P.dense_loads(fj, X0)[:, 0]
         else:
             X0 = X1 = Xs = np.zeros((0, m))
             uj = sj = np.zeros(0, dtype=np.int64)
-            agg, fixed_load = None, np.zeros(m)
+            agg, fixed_load = None, np.zeros(P.n_cap)
         res.pricing_s += time.perf_counter() - t_p
         t_m = time.perf_counter()
         lp, maps = _master(P, amb_idx, cap_rhs=C - fixed_load, level=False, agg=agg)
@@ -1017,12 +1010,14 @@ def _floor_pricing(P: SeparableProblem, lam: np.ndarray, fj: np.ndarray, Xf: np.
     Violators are fixed jobs (rows ``fj`` at ``Xf``) whose best vertex at ``lam`` beats
     their current one by more than a relative 1e-9.
     """
-    A, W, c = P.A, P.W, P.c
-    full = floor_best(A, P.U, W, c, P.floors, lam)
+    A, c = P.A, P.c
+    price = P.price(lam)
+    full = floor_best(A, P.U, price, c, P.floors)
     upper = float(lam @ C_fin + full.value.sum()) + P.offset
-    rr = np.where(P.U[fj], c[fj] - W[fj] * lam[None, :], 0.0)
+    pf = price[fj]
+    rr = np.where(P.U[fj], c[fj] - pf, 0.0)
     cur = (rr * Xf).sum(axis=1)
-    scale_f = ((np.abs(c[fj]) + W[fj] * lam[None, :]) * (Xf + 1e-300)).sum(axis=1) + np.abs(full.value[fj])
+    scale_f = ((np.abs(c[fj]) + pf) * (Xf + 1e-300)).sum(axis=1) + np.abs(full.value[fj])
     excess = (full.value[fj] - cur) / (scale_f + 1e-300)
     return full, upper, _most_violated(fj, excess, 1e-9, opts, P.n)
 
