@@ -163,3 +163,32 @@ def test_fast_recognition_equals_the_generic_parse(floor):
     zf = sorted(zip(fast.zero_row.tolist(), fast.zero_j.tolist(), fast.zero_k.tolist()))
     zs = sorted(zip(slow.zero_row.tolist(), slow.zero_j.tolist(), slow.zero_k.tolist()))
     assert zf == zs
+
+
+@pytest.mark.parametrize("seed", range(3))
+@pytest.mark.parametrize("with_rows", [False, True])
+def test_stage2_program_equals_a_fresh_build(seed, with_rows):
+    """Stage 2 reuses stage 1's matrix; it must be the program level_program builds."""
+    from hetsched.aggregation import aggregate_jobs
+    from hetsched.formulations.common import level_program, stage2_program
+
+    jobs, cluster = resource_instance(seed, n=120)
+    if not with_rows:
+        jobs = hs.JobSet(jobs.throughputs, gpu_types=jobs.gpu_types, scale_factors=jobs.scale_factors)
+        cluster = hs.Cluster(cluster.as_dict())
+    # repeated rows merged into classes: multiplicities > 1 weigh the stage-2 objective
+    jobs = jobs.take(np.random.default_rng(seed).integers(0, 40, jobs.n_jobs))
+    jobs = aggregate_jobs(jobs).jobs
+    assert jobs.multiplicity.max() > 1
+    rng = np.random.default_rng(seed)
+    a = jobs.throughputs * rng.uniform(0.5, 2.0, jobs.n_jobs)[:, None]
+    cap = cluster.capacities(jobs.gpu_types)
+    lp1 = level_program(jobs, cap, a, name="x", cluster=cluster)
+    fresh = level_program(jobs, cap, a, floor=0.37, name="x", cluster=cluster, meta={"structured_warm": 1})
+    reused = stage2_program(lp1, jobs, a, 0.37, meta={"structured_warm": 1})
+    for f in ("c", "row_lb", "row_ub", "col_lb", "col_ub", "x_index"):
+        np.testing.assert_array_equal(getattr(reused, f), getattr(fresh, f), err_msg=f)
+    assert (reused.A != fresh.A).nnz == 0
+    assert reused.name == fresh.name and reused.sense == fresh.sense and reused.offset == fresh.offset
+    assert reused.meta.keys() == fresh.meta.keys() and reused.meta["structure"]["floor"] == 0.37
+    assert reused.meta["structured_warm"] == 1

@@ -17,6 +17,8 @@ Reference throughputs:
 
 from __future__ import annotations
 
+import dataclasses
+
 import numpy as np
 
 from ..jobs import JobSet
@@ -157,6 +159,23 @@ def level_program(
     return lp if space is None else X.program(lp, level_rows=r_level)
 
 
+def stage2_program(lp1, jobs: JobSet, a: np.ndarray, floor: float, *, meta: dict | None = None):
+    r"""Stage 2 of :func:`level_program` from its stage 1 ``lp1`` (built without a ``space``):
+    the same rows and matrix (shared, not copied), t fixed at ``floor`` and the objective
+    :math:`\sum_j \mu_j \sum_k a_{jk} X_{jk}`. Equal to ``level_program(..., floor=floor)``."""
+    t = int(lp1.meta["t"])
+    usable = lp1.x_index >= 0
+    c = np.zeros(lp1.n_vars)
+    c[lp1.x_index[usable]] = (jobs.multiplicity[:, None] * a)[usable]
+    col_lb, col_ub = lp1.col_lb.copy(), lp1.col_ub.copy()
+    col_lb[t] = col_ub[t] = floor
+    base = {k: v for k, v in lp1.meta.items() if k != "structured_warm"}
+    structure = {**base["structure"], "floor": floor}
+    name = lp1.name[: -len(":stage1")] if lp1.name.endswith(":stage1") else lp1.name
+    return dataclasses.replace(lp1, c=c, col_lb=col_lb, col_ub=col_ub, name=f"{name}:stage2",
+                               meta={**base, "structure": structure, **(meta or {})})
+
+
 #: Relative slack on a stage-1 level used as the floor of stage 2.
 STAGE2_RELATIVE_SLACK = 1e-9
 
@@ -219,9 +238,13 @@ def solve_levels(policy, jobs: JobSet, cluster, ctx, a: np.ndarray, *, second_st
         return first, level
     floor = level - STAGE2_RELATIVE_SLACK * abs(level)
     warm = _warm_meta(out1)
-    del lp1, out1  # stage 1's program is not needed any more: free it before building stage 2's
     with ctx.building():
-        lp2 = level_program(jobs, cap, a, floor=floor, name=name, cluster=cluster, space=space, meta=warm)
+        if space is None:  # same rows: stage 2 shares stage 1's matrix
+            lp2 = stage2_program(lp1, jobs, a, floor, meta=warm)
+        else:
+            del lp1, out1  # not needed any more: free them before building stage 2's program
+            lp2 = level_program(jobs, cap, a, floor=floor, name=name, cluster=cluster, space=space, meta=warm)
+    lp1 = out1 = None
     out2 = ctx.run(lp2)
     if not out2.success:
         return PolicyOutcome(
