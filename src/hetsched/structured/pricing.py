@@ -76,6 +76,13 @@ class FloorChoice:
         self.y = np.zeros(n)
         self.z = np.zeros(n)
 
+    def take(self, rows: np.ndarray) -> "FloorChoice":
+        """The choices of jobs ``rows`` (what :func:`floor_best` returns for those rows alone)."""
+        out = FloorChoice.__new__(FloorChoice)
+        for name, value in vars(self).items():
+            setattr(out, name, value[rows])
+        return out
+
 
 def vertex_dense(m: int, kind: np.ndarray, k: np.ndarray, l: np.ndarray, xk: np.ndarray,
                  xl: np.ndarray) -> np.ndarray:

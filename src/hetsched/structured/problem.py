@@ -168,6 +168,13 @@ class SeparableProblem:
                 q[:, self.kx[e]] += Wx[:, e] * lam[self.m + e]
         return q
 
+    def price_at(self, rows: np.ndarray, k: np.ndarray, lam: np.ndarray) -> np.ndarray:
+        """:meth:`price` of job ``rows[i]`` on type ``k[i]`` only, shape (len(rows),)."""
+        q = self.W[rows, k] * lam[k]
+        for e in np.flatnonzero(lam[self.m:] != 0):
+            q += np.where(k == self.kx[e], self.Wx[rows, e], 0.0) * lam[self.m + e]
+        return q
+
     def loads(self, rows: np.ndarray, k: np.ndarray, amount: np.ndarray, group: np.ndarray | None = None,
               n_groups: int = 1) -> np.ndarray:
         """Coupling-row loads ``(n_cap, n_groups)`` of jobs ``rows`` each given ``amount`` of

@@ -46,7 +46,7 @@ import numpy as np
 import scipy.sparse as sp
 
 from ..program import LinearProgram
-from .pricing import SINGLE, FloorChoice, floor_best
+from .pricing import PAIR, SINGLE, FloorChoice, floor_best
 from .problem import SeparableProblem
 
 __all__ = ["StructuredOptions", "StructuredResult", "solve_separable"]
@@ -823,28 +823,83 @@ def _min_amount(P, rows, kind, k, xk):
     return np.where(kind == SINGLE, np.minimum(lo, xk), xk)
 
 
+@dataclass
+class _Vertices:
+    r"""Fixed jobs' vertices, sparsely (at most two nonzeros each; see :mod:`.pricing`).
+
+    ``v0`` / ``v1``: (type, amount) entries of the current vertex and of the runner-up
+    (amount 0 where a job has none); moving by ``u`` toward the runner-up and shrinking by
+    ``s`` on type ``k`` by ``delta`` gives :math:`(1-u) X^0 + u X^1 + s\,\delta\,e_k`.
+    """
+
+    v0: list
+    v1: list
+    k: np.ndarray
+    delta: np.ndarray
+
+    def dense(self, m: int, u: np.ndarray | None = None, s: np.ndarray | None = None) -> np.ndarray:
+        """The allocation (len, m) at moves ``u`` and shrinks ``s`` (the vertex when None)."""
+        n = self.k.shape[0]
+        X = np.zeros((n, m))
+        r = np.arange(n)
+        w0 = 1.0 if u is None else 1.0 - u
+        for k, a in self.v0:  # the two entries of one vertex are on different types
+            X[r, k] += w0 * a
+        if u is not None:
+            for k, a in self.v1:
+                X[r, k] += u * a
+        if s is not None:
+            X[r, self.k] += s * self.delta
+        return X
+
+    def loads(self, P: SeparableProblem, rows: np.ndarray) -> np.ndarray:
+        """Coupling-row loads (n_cap,) of the current vertices of jobs ``rows``."""
+        return sum(P.loads(rows, k, a)[:, 0] for k, a in self.v0)
+
+
+def _entries(kind, k, l, xk, xl) -> list:
+    """A vertex's (type, amount) entries; amounts 0 where the vertex has no such entry."""
+    return [(k, np.where(kind >= SINGLE, xk, 0.0)), (l, np.where(kind == PAIR, xl, 0.0))]
+
+
+def _move_size(P: SeparableProblem, rows, lam, cf, v0: list, v1: list) -> np.ndarray:
+    r""":math:`\sum_k (|c_{jk}| + \text{price}_{jk}) |X^1_{jk} - X^0_{jk}|` from the sparse
+    entries (each type counted once)."""
+    slots = [k for k, _ in v0] + [k for k, _ in v1]
+    n = rows.shape[0]
+    r = np.arange(n)
+    total = np.zeros(n)
+    for i, k in enumerate(slots):
+        first = np.ones(n, dtype=bool)
+        for k_prev in slots[:i]:
+            first &= k != k_prev
+        d = sum(np.where(kk == k, a, 0.0) for kk, a in v1) - sum(np.where(kk == k, a, 0.0) for kk, a in v0)
+        w = np.abs(cf[r, k]) + P.price_at(rows, k, lam)
+        total += np.where(first, w * np.abs(d), 0.0)
+    return total
+
+
 def _floor_groups(P: SeparableProblem, fj: np.ndarray, ch: FloorChoice, lam: np.ndarray, opts: StructuredOptions):
     """Vertices of fixed jobs, their groups and the aggregated columns.
 
     Each group shares (vertex, runner-up vertex, relative gap bin); its columns move all
     its jobs toward the runner-up (u) or shrink them on their type (s), u + s <= 1.
+    Returns (:class:`_Vertices`, group per job, u column per job, s column per job,
+    aggregated columns or None); loads and objectives come from the sparse vertices.
     """
     m = P.m
-    from .pricing import vertex_dense, vertex_signature
+    from .pricing import vertex_signature
 
-    X0 = vertex_dense(m, ch.kind, ch.k, ch.l, ch.xk, ch.xl)
     has1 = ch.kind2 >= 0
-    X1 = vertex_dense(m, np.where(has1, ch.kind2, -1), ch.k2, ch.l2, ch.xk2, ch.xl2)
+    v0 = _entries(ch.kind, ch.k, ch.l, ch.xk, ch.xl)
+    v1 = _entries(np.where(has1, ch.kind2, -1), ch.k2, ch.l2, ch.xk2, ch.xl2)
     xmin = _min_amount(P, fj, ch.kind, ch.k, ch.xk)
     shrink = (ch.kind == SINGLE) & (xmin < ch.xk * (1.0 - 1e-12))
-    Xs = X0.copy()
-    r = np.arange(fj.size)
-    Xs[r[shrink], ch.k[shrink]] = xmin[shrink]
-    pf, cf = P.price(lam, fj), P.c[fj]
+    V = _Vertices(v0=v0, v1=v1, k=ch.k, delta=np.where(shrink, xmin - ch.xk, 0.0))
+    cf = P.c[fj]
     # gap relative to the size of the move itself: for "all time on k" vs "floor on k" this
     # is (c - W lam) / (c + W lam), a pure price ratio whatever the floor
-    D = np.abs(X1 - X0)
-    scale = ((np.abs(cf) + pf) * D).sum(axis=1) + 1e-300
+    scale = _move_size(P, fj, lam, cf, v0, v1) + 1e-300
     rho = 1.0 + np.maximum(ch.value - ch.runner_up, 0.0) / scale
     rho = np.where(has1, rho, np.inf)
     sig0 = vertex_signature(m, ch.kind, ch.k, ch.l, ch.xk >= 1.0)
@@ -856,8 +911,12 @@ def _floor_groups(P: SeparableProblem, fj: np.ndarray, ch: FloorChoice, lam: np.
     grouped = has1 | shrink
     gid = np.full(fj.size, -1, dtype=np.int64)
     if not grouped.any():
-        return X0, X1, Xs, gid, gid, gid, None
-    uniq, inv = np.unique(key[grouped], return_inverse=True)
+        return V, gid, gid, gid, None
+    size = (S + 1) * (S + 1) * (B + 1)
+    if size <= max(4 * fj.size, 1 << 20):  # O(n) relabelling; a sort when the key range is large
+        inv, uniq = _compact(key[grouped], size)
+    else:
+        uniq, inv = np.unique(key[grouped], return_inverse=True)
     gid[grouped] = inv
     G = uniq.size
     # column u_g (to the runner-up) where the group has one; s_g (shrink) where shrinkable
@@ -873,20 +932,24 @@ def _floor_groups(P: SeparableProblem, fj: np.ndarray, ch: FloorChoice, lam: np.
     cap = np.zeros((P.n_cap, ncol))
     obj = np.zeros(ncol)
     rows_g = np.flatnonzero(grouped)
-    for D, colmap, sel in ((X1 - X0, ucol, has1), (Xs - X0, scol, shrink)):
+    moves = ((v1, v0, ucol, has1), ([(ch.k, V.delta)], [], scol, shrink))
+    for plus, minus, colmap, sel in moves:
         jr = rows_g[sel[rows_g]]
         if not jr.size:
             continue
         cidx = colmap[gid[jr]]
-        cap += P.dense_loads(fj[jr], D[jr], cidx, ncol)
-        obj += np.bincount(cidx, weights=(cf[jr] * D[jr]).sum(axis=1), minlength=ncol)
+        rows = fj[jr]
+        for entries, sign in ((plus, 1.0), (minus, -1.0)):
+            for k, a in entries:
+                cap += P.loads(rows, k[jr], sign * a[jr], cidx, ncol)
+                obj += np.bincount(cidx, weights=sign * cf[jr, k[jr]] * a[jr], minlength=ncol)
     both = g_has1 & g_shr
     link = np.stack([ucol[both], scol[both]], axis=1) if both.any() else None
     uj = np.where(gid >= 0, ucol[np.maximum(gid, 0)], -1)
     uj = np.where(has1, uj, -1)
     sj = np.where(gid >= 0, scol[np.maximum(gid, 0)], -1)
     sj = np.where(shrink, sj, -1)
-    return X0, X1, Xs, gid, uj, sj, _Aggregate(cap=cap, obj=obj, link=link)
+    return V, gid, uj, sj, _Aggregate(cap=cap, obj=obj, link=link)
 
 
 def _solve_floor(P: SeparableProblem, opts: StructuredOptions, deadline: float | None, depth: int = 0) -> StructuredResult:
@@ -898,6 +961,7 @@ def _solve_floor(P: SeparableProblem, opts: StructuredOptions, deadline: float |
     lam = None
     amb = np.ones(n, dtype=bool)
     best_upper, lam_best, best_gap = np.inf, None, np.inf
+    priced = None  # (prices, floor_best of every job at them) from the last round's pricing
     if n > opts.base_size and opts.init != "none":
         t_w = time.perf_counter()
         warm = _floor_warm_start(P, opts, deadline, depth)
@@ -924,14 +988,17 @@ def _solve_floor(P: SeparableProblem, opts: StructuredOptions, deadline: float |
         fj = np.flatnonzero(~amb)
         t_p = time.perf_counter()
         if fj.size:
-            ch = floor_best(A[fj], P.U[fj], P.price(lam, fj), c[fj], f[fj])
-            X0, X1, Xs, gid, uj, sj, agg = _floor_groups(P, fj, ch, lam, opts)
+            if priced is not None and priced[0] is lam:  # last round priced every job at these prices
+                ch = priced[1].take(fj)
+            else:
+                ch = floor_best(A[fj], P.U[fj], P.price(lam, fj), c[fj], f[fj])
+            V, gid, uj, sj, agg = _floor_groups(P, fj, ch, lam, opts)
             if np.any(~np.isfinite(ch.value)):  # a fixed job with no vertex: let the LP see it
                 amb[fj[~np.isfinite(ch.value)]] = True
                 continue
-            fixed_load = P.dense_loads(fj, X0)[:, 0]
+            fixed_load = V.loads(P, fj)
         else:
-            X0 = X1 = Xs = np.zeros((0, m))
+            V = None
             uj = sj = np.zeros(0, dtype=np.int64)
             agg, fixed_load = None, np.zeros(P.n_cap)
         res.pricing_s += time.perf_counter() - t_p
@@ -953,11 +1020,14 @@ def _solve_floor(P: SeparableProblem, opts: StructuredOptions, deadline: float |
         coarse_phase = rnd <= opts.floor_coarse_rounds and lam_best is not None
         lam = 0.5 * (lam_best + lam_master) if coarse_phase and best_gap > opts.coarse_gap else lam_master
         t_p = time.perf_counter()
-        Xf = X0.copy()
-        if fj.size and agg is not None:
+        if V is None:
+            Xf = np.zeros((0, m))
+        elif agg is not None:
             uu = np.where(uj >= 0, u[np.maximum(uj, 0)], 0.0)
             ss = np.where(sj >= 0, u[np.maximum(sj, 0)], 0.0)
-            Xf += uu[:, None] * (X1 - X0) + ss[:, None] * (Xs - X0)
+            Xf = V.dense(m, uu, ss)
+        else:
+            Xf = V.dense(m)
         X = np.zeros((n, m))
         X[amb_idx] = Xa
         X[fj] = Xf
@@ -970,6 +1040,7 @@ def _solve_floor(P: SeparableProblem, opts: StructuredOptions, deadline: float |
             lam = lam_master
             full, upper, viol = _floor_pricing(P, lam, fj, Xf, C_fin, opts)
             gap = (upper - lower) / max(abs(lower), 1e-300)
+        priced = (lam, full)
         res.pricing_s += time.perf_counter() - t_p
         res.history.append({"round": rnd, "master_jobs": int(amb_idx.size), "groups": agg.size if agg else 0,
                             "master_vars": lp.n_vars, "objective": lower, "upper": upper, "gap": gap,
