@@ -1,14 +1,20 @@
-"""No starvation under ties: equal allocation rows and shares reset every round.
+"""No starvation: how long a job with a positive allocation entry can wait in a row.
 
-With X equal for every job (what an interior-point solver returns for a symmetric LP) and
-the share history reset at every round (a re-solve on every arrival or completion), Gavel's
-priorities are all infinite and the deficits equal, so the tie-break decides. Breaking ties
-by the rounds a job has waited makes the schedule a round robin: among n single-GPU jobs
-on C GPUs, no job waits more than ceil(n / C) - 1 rounds in a row.
+Ties (equal rows, what an interior-point solver returns for a symmetric LP) with the share
+history reset at every round: the waiting tie-break makes the schedule a round robin, so
+among n single-GPU jobs on C GPUs no job waits more than ceil(n / C) - 1 rounds in a row.
+
+Unequal rows: a never-served entry's deficit is measured over max(elapsed, seconds waited),
+so a job that keeps waiting outranks jobs that just ran. ``docs/mechanism.md`` ("Ties and
+starvation") proves the bound that :func:`wait_bound` computes (written here from the
+statement, independently of the planner); the tests drive the planner for many rounds with
+X from a vertex (HiGHS), an interior point (Clarabel) and arbitrary capacity-feasible rows,
+with resets every round and at random rounds, and check every waiting stretch against it.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from pathlib import Path
 
@@ -58,6 +64,208 @@ def test_old_tie_break_would_starve() -> None:
     waits = np.array([2, 0, 1])
     assert priority_order(X, zeros, np.zeros(3), np.full(3, -1), 360.0, rule="gavel", stickiness=0.0,
                           zero_tol=1e-9, waiting=waits)[0].tolist() == [0, 2, 1]
+
+
+# ----------------------------------------------------------------------------- unequal X
+DELTA = 1e-6   # keys are compared at 6 decimals (in rounds): a tie within 1e-6 may go either way
+
+
+def wait_bound(X: np.ndarray, s: np.ndarray, cap: np.ndarray, j: int, zero_tol: float = 1e-9) -> float:
+    """The bound of docs/mechanism.md on tau, the rounds job j waits in a row once it has not
+    run since the last share reset: the least, over j's types k with x' = X[j,k] - 1e-6 > 0,
+    of two bounds that both hold:
+
+    * window:  tau <= 2 * floor(B_k / a_k), B_k = sum_{i != j, X[i,k] > 0} s_i * ceil(X[i,k] / x'),
+      a_k = C_k - s_j + 1;
+    * log:     a_k * t <= sum_i s_i * (1 + floor(ln t / ln(1 / q_ik))) for every t <= tau,
+      q_ik = max(0, 1 - x' / X[i,k]) (q = 0 contributes s_i).
+    """
+    best = math.inf
+    for k in range(X.shape[1]):
+        xp = X[j, k] - DELTA
+        if X[j, k] <= zero_tol or xp <= 0 or s[j] > cap[k]:
+            continue
+        a = int(cap[k]) - int(s[j]) + 1
+        others = [i for i in range(X.shape[0]) if i != j and X[i, k] > zero_tol]
+        window = 2 * (sum(int(s[i]) * math.ceil(X[i, k] / xp) for i in others) // a)
+        q = [max(0.0, 1.0 - xp / X[i, k]) for i in others]
+        t = 0
+        while t < window:
+            nxt = t + 1
+            rhs = sum(int(s[i]) * (1 + (0 if qi == 0.0 else math.floor(math.log(nxt) / -math.log(qi))))
+                      for i, qi in zip(others, q))
+            if a * nxt > rhs:
+                break
+            t = nxt
+        best = min(best, window, t)
+    return best
+
+
+def drive(X, s, cap, rounds, resets, rule, *, backfill=True, old_rule=False):
+    """Run the planner for ``rounds`` rounds with a fixed X; ``resets[r]`` resets all shares
+    before round r. Returns, per job, the longest run of rounds it waited while it had not
+    run since the last reset (the stretch the bound speaks of), and the planned assignments.
+    ``old_rule`` forgets the seconds waited before every plan (the rule before this change)."""
+    n, m = X.shape
+    h = ShareHistory.empty()
+    unserved = np.ones(n, dtype=bool)     # fresh history: nobody has run since the "reset"
+    tau = np.zeros(n, dtype=int)
+    worst = np.zeros(n, dtype=int)
+    plans = []
+    for r in range(rounds):
+        if resets[r] and r > 0:
+            h = h.reset()
+            unserved[:] = True
+        if old_rule:
+            h = dataclasses.replace(h, seconds_waiting=np.zeros(h.n_jobs))
+        plan = plan_round_arrays(X, s, cap, h, gpu_types=[f"t{k}" for k in range(m)], rule=rule,
+                                 backfill=backfill)
+        run = plan.assignment >= 0
+        assert plan.gpus_used.tolist() == np.bincount(plan.assignment[run], weights=s[run], minlength=m).tolist()
+        tau = np.where(run, 0, np.where(unserved, tau + 1, 0))
+        unserved &= ~run
+        worst = np.maximum(worst, tau)
+        plans.append(plan.assignment.copy())
+        h = h.record(plan, 360.0)
+    return worst, np.array(plans)
+
+
+def _check_bound(X, s, cap, worst) -> None:
+    for j in range(X.shape[0]):
+        bound = wait_bound(X, s, cap, j)
+        assert worst[j] <= bound, (j, worst[j], bound, X.round(4).tolist())
+
+
+@st.composite
+def feasible_rows(draw, gangs=(1,)):
+    """Arbitrary unequal X: random sparse rows summing to at most 1, capacity-feasible."""
+    n = draw(st.integers(2, 9))
+    m = draw(st.integers(1, 3))
+    cap = np.array(draw(st.lists(st.integers(1, 6), min_size=m, max_size=m)))
+    s = np.array(draw(st.lists(st.sampled_from(gangs), min_size=n, max_size=n)))
+    seed = draw(st.integers(0, 10_000))
+    rng = np.random.default_rng(seed)
+    X = rng.random((n, m)) ** 2 * (rng.random((n, m)) < 0.8)
+    X[s[:, None] > cap[None, :]] = 0.0
+    X /= np.maximum(X.sum(axis=1, keepdims=True), 1.0) * rng.uniform(1.0, 1.5, (n, 1))
+    load = (s[:, None] * X).sum(axis=0)
+    X *= np.minimum(1.0, cap / np.maximum(load, 1e-12))[None, :]
+    return X, s, cap, seed
+
+
+@settings(max_examples=40, deadline=None)
+@given(case=feasible_rows(), rule=st.sampled_from(["gavel", "deficit"]))
+def test_unequal_rows_reset_every_round_wait_within_bound(case, rule) -> None:
+    X, s, cap, _ = case
+    worst, _ = drive(X, s, cap, 80, np.ones(80, bool), rule)
+    _check_bound(X, s, cap, worst)
+
+
+@settings(max_examples=40, deadline=None)
+@given(case=feasible_rows(gangs=(1, 1, 2, 4)), p=st.floats(0.05, 1.0), seed=st.integers(0, 1000))
+def test_gavel_rule_random_resets_and_gangs_wait_within_bound(case, p, seed) -> None:
+    # rule="gavel" with backfill: from the first round at which a waiting job has not run
+    # since the last reset, it waits at most the bound, whatever the reset pattern.
+    X, s, cap, _ = case
+    resets = np.random.default_rng(seed).random(80) < p
+    worst, _ = drive(X, s, cap, 80, resets, "gavel")
+    _check_bound(X, s, cap, worst)
+
+
+@settings(max_examples=25, deadline=None)
+@given(n=st.integers(3, 10), m=st.integers(1, 3), seed=st.integers(0, 10_000),
+       solver=st.sampled_from(["highs", "clarabel"]), aware=st.booleans(), every=st.booleans())
+def test_lp_vertex_and_interior_allocations_wait_within_bound(n, m, seed, solver, aware, every) -> None:
+    # X from an actual solve: a vertex (HiGHS) or an interior point (Clarabel); the agnostic
+    # single-stage LP is symmetric in the jobs, so the interior point spreads X over them.
+    rng = np.random.default_rng(seed)
+    types = ["v100", "p100", "k80"][:m]
+    s = rng.choice([1, 1, 1, 2], size=n)
+    cap = rng.integers(2, 5, size=m)
+    jobs = hs.JobSet(rng.uniform(0.5, 4.0, (n, m)), gpu_types=types, scale_factors=s)
+    policy = (hs.policies.MaxMinFairness() if aware
+              else hs.policies.MaxMinFairness(heterogeneity_aware=False, second_stage=False))
+    alloc = hs.solve(policy, jobs, hs.Cluster(dict(zip(types, cap.tolist()))), solver=solver)
+    assert alloc.has_solution, alloc.message
+    X = np.clip(alloc.X, 0.0, None)
+    resets = np.ones(60, bool) if every else rng.random(60) < 0.3
+    rule = "gavel" if not every else ("gavel", "deficit")[seed % 2]
+    worst, _ = drive(X, s, cap, 60, resets, rule)
+    _check_bound(X, s, cap, worst)
+
+
+def test_old_rule_starves_a_smaller_row_by_hand() -> None:
+    # One GPU, X = (0.6, 0.4), shares reset before every round. Old rule: both entries +inf,
+    # deficits 0.6 and 0.4 rounds every round, so job 0 always wins and job 1 never runs.
+    # New rule: job 1's claim grows with its wait, 0.4 * (w + 1) in rounds:
+    #   round 1: 0.6 vs 0.4 -> job 0; round 2: job 0 just ran (0.6) vs 0.8 -> job 1;
+    #   round 3: job 0 waited one round (1.2) vs 0.4 -> job 0; ... alternating.
+    X = np.array([[0.6], [0.4]])
+    s, cap = np.array([1, 1]), np.array([1])
+    worst_old, plans_old = drive(X, s, cap, 12, np.ones(12, bool), "gavel", old_rule=True)
+    assert plans_old[:, 1].tolist() == [-1] * 12 and worst_old[1] == 12
+    assert wait_bound(X, s, cap, 1) == 1      # window 2*floor(2/1) = 4; log: 2 > 1 + floor(ln 2 / ln 3)
+    worst, plans = drive(X, s, cap, 12, np.ones(12, bool), "gavel")
+    assert plans[:, 0].tolist() == [0, -1] * 6 and worst.tolist() == [1, 1]
+    _, plans_d = drive(X, s, cap, 12, np.ones(12, bool), "deficit")
+    assert plans_d.tolist() == plans.tolist()   # at a reset both rules order by x * (w / L + 1)
+
+
+def test_old_rule_exceeds_the_bound_on_random_rows() -> None:
+    # The Hypothesis tests above can fail: the old rule breaks the bound on unequal rows.
+    rng = np.random.default_rng(3)
+    X = np.array([[0.9], [0.8], [0.7], [0.35], [0.15], [0.1]])
+    s, cap = np.ones(6, dtype=int), np.array([3])
+    worst_old, _ = drive(X, s, cap, 60, np.ones(60, bool), "gavel", old_rule=True)
+    bounds = [wait_bound(X, s, cap, j) for j in range(6)]
+    assert any(w > b for w, b in zip(worst_old, bounds)), (worst_old, bounds)
+    worst, _ = drive(X, s, cap, 60, rng.random(60) < 0.5, "gavel")
+    assert all(w <= b for w, b in zip(worst, bounds))
+
+
+@settings(max_examples=30, deadline=None)
+@given(case=feasible_rows(gangs=(1, 2)), rule=st.sampled_from(["gavel", "deficit"]),
+       wc=st.booleans(), sticky=st.sampled_from([0.0, 0.2]))
+def test_waited_seconds_change_nothing_without_resets(case, rule, wc, sticky) -> None:
+    # With no reset, a job's seconds waited never exceed its elapsed time, so the new claim
+    # max(e, w) is e and every plan equals the one planned without the seconds waited.
+    from hetsched.mechanism.packing import greedy_pack
+    from hetsched.mechanism.priority import priority_order
+
+    X, s, cap, _ = case
+    n = X.shape[0]
+    h = ShareHistory.empty()
+    for _ in range(25):
+        plan = plan_round_arrays(X, s, cap, h, gpu_types=[f"t{k}" for k in range(X.shape[1])], rule=rule,
+                                 work_conserving=wc, stickiness=sticky)
+        assert (h.seconds_waiting <= h.elapsed).all()
+        ej, ek = priority_order(X, h.received if h.n_jobs else np.zeros_like(X),
+                                h.elapsed if h.n_jobs else np.zeros(n),
+                                h.last_type if h.n_jobs else np.full(n, -1), 360.0, rule=rule, stickiness=sticky,
+                                zero_tol=1e-9, work_conserving=wc,
+                                waiting=h.rounds_waiting if h.n_jobs else np.zeros(n))
+        assert plan.assignment.tolist() == greedy_pack(ej, ek, s, cap, n)[0].tolist()
+        h = h.record(plan, 360.0)
+
+
+def test_seconds_waiting_is_recorded_and_survives_resets() -> None:
+    X = np.array([[0.6], [0.4]])
+    h = ShareHistory.empty()
+    plan = plan_round_arrays(X, [1, 1], [1], h, gpu_types=["v100"])     # deficits 0.6 > 0.4 round: job 0
+    h = h.record(plan, 300.0)
+    assert h.seconds_waiting.tolist() == [0.0, 300.0]
+    h = h.reset().reset(decay=0.5)
+    assert h.seconds_waiting.tolist() == [0.0, 300.0] and h.elapsed.tolist() == [0.0, 0.0]
+    # both +inf; deficits (rounds): job 0: 0.6 * (0 + 360) / 360 = 0.6, job 1: 0.4 * (300 + 360) / 360 = 0.733
+    plan = plan_round_arrays(X, [1, 1], [1], h, gpu_types=["v100"])
+    assert plan.assignment.tolist() == [-1, 0]
+    h = h.record(plan, 360.0)
+    assert h.seconds_waiting.tolist() == [360.0, 0.0]
+    # a history stored before the field existed reads as zeros
+    old = ShareHistory(gpu_types=("v100",), job_ids=np.array([4]), received=np.zeros((1, 1)), elapsed=np.zeros(1),
+                       attained=np.zeros((1, 1)), last_type=np.array([-1]), preemptions=np.zeros(1, int),
+                       rounds_waiting=np.zeros(1, int))
+    assert old.seconds_waiting.tolist() == [0.0]
 
 
 @pytest.mark.skipif(not (DATA / "traces" / "generated").is_dir(), reason="../shared/data/gavel is not present")

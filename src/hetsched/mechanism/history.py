@@ -66,6 +66,11 @@ class ShareHistory:
         since it arrived).
     rounds : int
         Rounds recorded.
+    seconds_waiting : ndarray, shape (n_jobs,)
+        Seconds of the recorded rounds since the job last ran (or was first planned), kept
+        across share resets: the priorities measure a never-served job's claim over
+        ``max(elapsed, seconds_waiting)`` (see :mod:`hetsched.mechanism.priority`). None
+        (a history stored before this field existed) reads as zeros.
     """
 
     gpu_types: tuple[str, ...] | None
@@ -77,7 +82,12 @@ class ShareHistory:
     preemptions: np.ndarray
     rounds_waiting: np.ndarray
     rounds: int = 0
+    seconds_waiting: np.ndarray | None = None
     version: int = field(default_factory=lambda: next(_VERSIONS))
+
+    def __post_init__(self) -> None:
+        if self.seconds_waiting is None:
+            object.__setattr__(self, "seconds_waiting", np.zeros(self.job_ids.shape[0]))
 
     # ------------------------------------------------------------ construction
     @classmethod
@@ -93,6 +103,7 @@ class ShareHistory:
             last_type=np.zeros(0, dtype=np.int64),
             preemptions=np.zeros(0, dtype=np.int64),
             rounds_waiting=np.zeros(0, dtype=np.int64),
+            seconds_waiting=np.zeros(0),
         )
 
     @property
@@ -124,6 +135,7 @@ class ShareHistory:
                 rows=np.arange(n, dtype=np.int64), dropped_ids=self.job_ids[:0], dropped_types=[],
                 received=self.received, attained=self.attained, elapsed=self.elapsed,
                 last_type=self.last_type, preemptions=self.preemptions, rounds_waiting=self.rounds_waiting,
+                seconds_waiting=self.seconds_waiting,
             )
         if self.n_jobs == 0:
             rows = np.full(n, -1, dtype=np.int64)
@@ -156,12 +168,14 @@ class ShareHistory:
         elapsed = np.zeros(n)
         preemptions = np.zeros(n, dtype=np.int64)
         rounds_waiting = np.zeros(n, dtype=np.int64)
+        seconds_waiting = np.zeros(n)
         last_type = np.full(n, -1, dtype=np.int64)
         if known.any():
             src = rows[known]
             elapsed[known] = self.elapsed[src]
             preemptions[known] = self.preemptions[src]
             rounds_waiting[known] = self.rounds_waiting[src]
+            seconds_waiting[known] = self.seconds_waiting[src]
             lt = self.last_type[src]
             if self.gpu_types is not None:
                 lut = np.full(len(self.gpu_types) + 1, -1, dtype=np.int64)  # -1 maps to -1
@@ -173,7 +187,7 @@ class ShareHistory:
         return _Aligned(
             rows=rows, dropped_ids=dropped_ids, dropped_types=dropped_types,
             received=received, attained=attained, elapsed=elapsed, last_type=last_type,
-            preemptions=preemptions, rounds_waiting=rounds_waiting,
+            preemptions=preemptions, rounds_waiting=rounds_waiting, seconds_waiting=seconds_waiting,
         )
 
     # ------------------------------------------------------------------ update
@@ -213,6 +227,7 @@ class ShareHistory:
         elapsed = base.elapsed + L
         preemptions = base.preemptions + plan.preempted.astype(np.int64)
         rounds_waiting = np.where(running, 0, base.rounds_waiting + 1)
+        seconds_waiting = np.where(running, 0.0, base.seconds_waiting + L)
         last_type = plan.assignment.copy() if plan.mode == "rounds" else np.full(plan.n_jobs, -1, dtype=np.int64)
         return ShareHistory(
             gpu_types=tuple(plan.gpu_types),
@@ -224,6 +239,7 @@ class ShareHistory:
             preemptions=preemptions,
             rounds_waiting=rounds_waiting,
             rounds=self.rounds + 1,
+            seconds_waiting=seconds_waiting,
         )
 
     def reset(self, decay: float = 0.0, job_ids: Sequence[Any] | np.ndarray | None = None) -> ShareHistory:
@@ -235,7 +251,7 @@ class ShareHistory:
             ``received`` and ``elapsed`` are multiplied by ``decay``: 0 forgets everything
             (Gavel's behaviour on every new allocation), 1 keeps everything, values in
             between weigh the past geometrically. ``last_type`` (lease continuity),
-            ``attained``, ``preemptions`` and ``rounds_waiting`` are kept.
+            ``attained``, ``preemptions``, ``rounds_waiting`` and ``seconds_waiting`` are kept.
         job_ids : sequence, optional
             Reset only these jobs (e.g. those whose rows of X changed); default all.
 
@@ -274,6 +290,7 @@ class ShareHistory:
             preemptions=self.preemptions,
             rounds_waiting=self.rounds_waiting,
             rounds=self.rounds,
+            seconds_waiting=self.seconds_waiting,
         )
 
     # ----------------------------------------------------------------- reports
@@ -325,3 +342,4 @@ class _Aligned:
     last_type: np.ndarray
     preemptions: np.ndarray
     rounds_waiting: np.ndarray
+    seconds_waiting: np.ndarray

@@ -152,6 +152,7 @@ def plan_round_arrays(
             X, base.received, base.elapsed, prev, L, rule=rule, stickiness=stickiness, zero_tol=zero_tol,
             work_conserving=work_conserving,
             waiting=base.rounds_waiting if waiting is None else _waiting(waiting, n),
+            waited=base.seconds_waiting,
         )
         if not isinstance(backfill, (bool, np.bool_)):
             raise ValidationError(f"`backfill` must be True or False; got {backfill!r}.")

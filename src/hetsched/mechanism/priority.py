@@ -11,17 +11,22 @@ were reset and :math:`r_{jk}` the seconds it ran on type :math:`k` in that time,
     \quad(+\infty \text{ when } r_{jk} = 0),
 
 i.e. the time the job should have had on the type over the time it had: above 1 means
-behind. The tie-break is the *deficit at the end of this round*,
-:math:`X_{jk}(e_j + L) - r_{jk}` (seconds owed if it does not run now; at a fresh start it
-orders jobs by :math:`X_{jk}`), then *how long the job has waited* (longest first: seconds
-since it last ran or arrived when the caller passes ``waiting``, else the rounds waited
-since it last ran, kept across share resets), then the entry order (job row, then type
-column), which makes the plan deterministic. Priorities and deficits are compared at
-:data:`TIE_DECIMALS` decimals (deficits in rounds), so that solver noise in X (an
-interior-point solution gives symmetric jobs X equal to 1e-9) does not decide ties. Before
-this rule the noise decided the same way after every share reset and some jobs lost round
-after round (p99 JCT 43.8 h with Clarabel against 29.2 h with HiGHS on Gavel's generated
-300-job trace; 27.8 h and 37.1 h with it; ``docs/mechanism.md`` has the measurements).
+behind. The tie-break is the *claim at the end of this round*,
+:math:`X_{jk}(\max(e_j, w_j) + L) - r_{jk}`, with :math:`w_j` the seconds the job has
+waited since it last ran, kept across share resets (:attr:`ShareHistory.seconds_waiting`).
+Without a reset since the job last ran :math:`w_j \le e_j` and this is Gavel's deficit
+:math:`X_{jk}(e_j + L) - r_{jk}`; after a full reset it differs only for a job that has
+not run since and was already waiting before, whose entries are all :math:`+\infty`:
+among those, the claim grows with the wait, so a job with a small :math:`X` that keeps
+waiting outranks jobs with a larger :math:`X` that just ran. (Measured only over
+:math:`e_j`, every reset restarted the wait and, with a reset every round, a smaller row
+could lose every round: it starved. ``docs/mechanism.md`` proves a bound on the wait.)
+Next comes *how long the job has waited* (longest first: seconds since it last ran or
+arrived when the caller passes ``waiting``, else the rounds waited since it last ran),
+then the entry order (job row, then type column), which makes the plan deterministic.
+Priorities and claims are compared at :data:`TIE_DECIMALS` decimals (claims in rounds), so
+that solver noise in X (an interior-point solution gives symmetric jobs X equal to 1e-9)
+does not decide ties.
 Only entries with :math:`X_{jk} > \text{zero\_tol}` exist.
 Lease continuity multiplies the priority of the type a job ran on last round by
 :math:`1 + \text{stickiness}`.
@@ -32,17 +37,18 @@ and lets a job that arrives later start from its own arrival.
 
 Largest deficit first (``rule="deficit"``)
 ------------------------------------------
-The key is the deficit at the end of the round in units of rounds,
-:math:`(X_{jk}(e_j + L) - r_{jk}) / L`, plus ``stickiness`` on last round's type; ties by
-:math:`X_{jk}`, then rounds waited, then entry order. It keeps every job close to its share in absolute time
-(no :math:`+\infty` for never-served entries), which converges with a smaller constant.
+The key is the claim at the end of the round in units of rounds,
+:math:`(X_{jk}(\max(e_j, w_j) + L) - r_{jk}) / L`, plus ``stickiness`` on last round's
+type; ties by :math:`X_{jk}`, then rounds waited, then entry order. It keeps every job
+close to its share in absolute time (no :math:`+\infty` for never-served entries), which
+converges with a smaller constant.
 
 In numpy::
 
     jj, kk = np.nonzero(X > zero_tol)
     x, r, e = X[jj, kk], received[jj, kk], elapsed[jj]
     prio = np.where(r > 0, x * e / r, np.inf)
-    deficit = (x * (e + L) - r) / L                       # in rounds
+    deficit = (x * (np.maximum(e, waited[jj]) + L) - r) / L   # claim, in rounds
     order = np.lexsort((-waiting[jj], -deficit.round(6), -prio.round(6)))  # stable: entry order last
     # (``prio`` rounded where finite; np.round keeps inf)
 """
@@ -69,6 +75,7 @@ def priority_order(
     zero_tol: float,
     work_conserving: bool = True,
     waiting: np.ndarray | None = None,
+    waited: np.ndarray | None = None,
 ) -> tuple[np.ndarray, np.ndarray]:
     """Entries ``(job row, type column)`` with ``X > zero_tol``, best first.
 
@@ -95,6 +102,10 @@ def priority_order(
         (``X * (e + L) - r > 0``): no job runs ahead of its share, GPUs may idle.
     waiting : ndarray of int, shape (n_jobs,), optional
         Rounds each job has waited (tie-break: longest first); default all 0.
+    waited : ndarray, shape (n_jobs,), optional
+        Seconds each job has waited since it last ran, kept across share resets
+        (:attr:`ShareHistory.seconds_waiting`); the deficit is measured over
+        ``max(elapsed, waited)``. Default all 0 (the deficit over ``elapsed`` alone).
 
     Returns
     -------
@@ -105,7 +116,8 @@ def priority_order(
     x = X[jj, kk]
     r = received[jj, kk]
     e = elapsed[jj]
-    deficit = x * (e + round_seconds) - r
+    claim = e if waited is None else np.maximum(e, np.asarray(waited, dtype=float)[jj])
+    deficit = x * (claim + round_seconds) - r
     if not work_conserving:
         owed = deficit > 0
         jj, kk, x, r, e, deficit = jj[owed], kk[owed], x[owed], r[owed], e[owed], deficit[owed]
