@@ -192,3 +192,78 @@ def test_stage2_program_equals_a_fresh_build(seed, with_rows):
     assert reused.name == fresh.name and reused.sense == fresh.sense and reused.offset == fresh.offset
     assert reused.meta.keys() == fresh.meta.keys() and reused.meta["structure"]["floor"] == 0.37
     assert reused.meta["structured_warm"] == 1
+
+
+@pytest.mark.parametrize("seed", range(3))
+@pytest.mark.parametrize("floor", [None, 0.5])
+def test_level_program_matrix_from_its_definition(seed, floor):
+    """The directly assembled level program equals one written out entry by entry from its
+    definition (rows [jobs | capacity | level | host], variables [X row-major | t])."""
+    from hetsched.aggregation import aggregate_jobs
+    from hetsched.formulations.common import level_program
+
+    jobs, cluster = resource_instance(seed, n=40)
+    jobs = aggregate_jobs(jobs.take(np.random.default_rng(seed).integers(0, 30, 40))).jobs
+    rng = np.random.default_rng(seed)
+    a = jobs.throughputs * rng.uniform(0.5, 2.0, jobs.n_jobs)[:, None]
+    cap = cluster.capacities(jobs.gpu_types)
+    lp = level_program(jobs, cap, a, floor=floor, name="p", cluster=cluster)
+    n, m = a.shape
+    var = {}
+    for j in range(n):
+        for k in range(m):
+            if a[j, k] > 0:
+                var[j, k] = len(var)
+    t = len(var)
+    mu_s = jobs.multiplicity * jobs.scale_factors
+    rows, lbs, ubs = [], [], []
+    for j in range(n):  # time rows
+        r = np.zeros(t + 1)
+        for k in range(m):
+            if (j, k) in var:
+                r[var[j, k]] = 1.0
+        rows.append(r); lbs.append(-np.inf); ubs.append(1.0)
+    for k in range(m):  # capacity rows
+        r = np.zeros(t + 1)
+        for j in range(n):
+            if (j, k) in var:
+                r[var[j, k]] = mu_s[j]
+        rows.append(r); lbs.append(-np.inf); ubs.append(cap[k])
+    for j in range(n):  # level rows
+        r = np.zeros(t + 1)
+        for k in range(m):
+            if (j, k) in var:
+                r[var[j, k]] = a[j, k]
+        r[t] = -1.0
+        rows.append(r); lbs.append(0.0); ubs.append(np.inf)
+    for field, name in (("cpus_per_gpu", "cpus"), ("mem_per_gpu", "memory")):  # host rows that can bind
+        d = np.asarray(jobs.field(field), dtype=float)
+        R = cluster.resource_vector(name, jobs.gpu_types)
+        for k in range(m):
+            total = sum(mu_s[j] * d[j] for j in range(n) if (j, k) in var)
+            if total > R[k] * (1 + 1e-12):
+                r = np.zeros(t + 1)
+                for j in range(n):
+                    if (j, k) in var and d[j] > 0:
+                        r[var[j, k]] = mu_s[j] * d[j]
+                rows.append(r); lbs.append(-np.inf); ubs.append(R[k])
+        for (j, k), v in var.items():  # gangs that never fit the type's hosts
+            if jobs.scale_factors[j] * d[j] > R[k] * (1 + 1e-12):
+                r = np.zeros(t + 1)
+                r[v] = 1.0
+                rows.append(r); lbs.append(-np.inf); ubs.append(0.0)
+    expected = np.array(rows)
+    assert lp.A.shape == expected.shape
+    np.testing.assert_array_equal(lp.A.toarray(), expected)
+    np.testing.assert_array_equal(lp.row_lb, lbs)
+    np.testing.assert_array_equal(lp.row_ub, ubs)
+    c = np.zeros(t + 1)
+    if floor is None:
+        c[t] = 1.0
+        assert lp.col_lb[t] == 0.0 and np.isinf(lp.col_ub[t])
+    else:
+        for (j, k), v in var.items():
+            c[v] = jobs.multiplicity[j] * a[j, k]
+        assert lp.col_lb[t] == lp.col_ub[t] == floor
+    np.testing.assert_array_equal(lp.c, c)
+    assert lp.A.has_sorted_indices

@@ -70,6 +70,23 @@ class ProgramBuilder:
         self._rub: list[np.ndarray] = []
         self.n_rows = 0
 
+    @classmethod
+    def appending(cls, n_vars: int, n_rows: int) -> ProgramBuilder:
+        """A builder for rows added below ``n_rows`` existing rows over ``n_vars`` existing
+        variables (read them back with :meth:`row_block`)."""
+        b = cls()
+        b.n_vars, b.n_rows = int(n_vars), int(n_rows)
+        b._first_row = int(n_rows)
+        return b
+
+    def row_block(self) -> tuple[sp.csr_array, np.ndarray, np.ndarray]:
+        """The rows added to an :meth:`appending` builder: (matrix, row_lb, row_ub)."""
+        first = getattr(self, "_first_row", 0)
+        cat = lambda parts, dtype=float: np.concatenate(parts) if parts else np.zeros(0, dtype=dtype)  # noqa: E731
+        A = sp.csr_array((cat(self._v), (cat(self._r, np.int64) - first, cat(self._k, np.int64))),
+                         shape=(self.n_rows - first, self.n_vars))
+        return A, cat(self._rlb), cat(self._rub)
+
     def add_vars(self, n: int, *, lb: Any = 0.0, ub: Any = np.inf, cost: Any = 0.0, integer: bool = False) -> int:
         """Add ``n`` variables; returns the index of the first."""
         start = self.n_vars

@@ -20,9 +20,12 @@ from __future__ import annotations
 import dataclasses
 
 import numpy as np
+import scipy.sparse as sp
 
 from ..jobs import JobSet
+from ..program import LinearProgram
 from .builder import AllocationVars, ProgramBuilder
+from .level_matrix import level_rows_csr
 from .resources import add_resource_rows
 
 __all__ = [
@@ -124,6 +127,8 @@ def level_program(
     ``a`` times its relative speed; the result is a
     :class:`~hetsched.formulations.space.SpaceProgram` (``meta["level_rows"]``: first level row).
     """
+    if space is None:
+        return _level_program_direct(jobs, capacities, a, floor=floor, name=name, meta=meta, cluster=cluster)
     b = ProgramBuilder()
     usable = a > 0
     cost = None if floor is None else jobs.multiplicity[:, None] * a
@@ -157,6 +162,39 @@ def level_program(
         **(meta or {}),
     })
     return lp if space is None else X.program(lp, level_rows=r_level)
+
+
+def _level_program_direct(jobs: JobSet, capacities: np.ndarray, a: np.ndarray, *, floor, name, meta, cluster):
+    """:func:`level_program` without a space, its matrix assembled directly in CSR
+    (:mod:`.level_matrix`); host-resource rows appended below. The same program."""
+    n, m = a.shape
+    usable = a > 0
+    X = AllocationVars(usable, 0)
+    t = X.size
+    load = (jobs.multiplicity * jobs.scale_factors).astype(float)
+    main = level_rows_csr(X, load, a, t)
+    side = ProgramBuilder.appending(t + 1, main.shape[0])
+    resources = add_resource_rows(side, X, jobs, cluster)  # below the level rows: [jobs | capacity | level | host]
+    extra, extra_lb, extra_ub = side.row_block()
+    A = main if extra.shape[0] == 0 else sp.vstack([main, extra], format="csr")
+    c = np.zeros(t + 1)
+    col_lb, col_ub = np.zeros(t + 1), np.full(t + 1, np.inf)
+    if floor is None:
+        c[t] = 1.0
+    else:
+        c[:t] = (jobs.multiplicity[:, None] * a)[usable]
+        col_lb[t] = col_ub[t] = floor
+    row_lb = np.concatenate([np.full(n + m, -np.inf), np.zeros(n), extra_lb])
+    row_ub = np.concatenate([np.ones(n), np.asarray(capacities, dtype=float), np.full(n, np.inf), extra_ub])
+    stage = "stage1" if floor is None else "stage2"
+    return LinearProgram(c=c, A=A, row_lb=row_lb, row_ub=row_ub, col_lb=col_lb, col_ub=col_ub, x_index=X.x_index,
+                         sense="max", name=f"{name}:{stage}", meta={
+                             "t": t,
+                             # read by hetsched.structured (solver="structured")
+                             "structure": {"kind": "level", "a": a, "load": load, "capacities": capacities,
+                                           "floor": floor, "rows": (0, n, n + m), "resources": resources},
+                             **(meta or {}),
+                         })
 
 
 def stage2_program(lp1, jobs: JobSet, a: np.ndarray, floor: float, *, meta: dict | None = None):
