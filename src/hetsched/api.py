@@ -15,7 +15,7 @@ from .cluster import Cluster
 from .engine import SolveContext
 from .errors import MissingFieldError, ValidationError, show
 from .formulations.base import Policy, make_policy
-from .jobs import JobSet
+from .jobs import RESOURCE_FIELDS, JobSet
 from .result import Allocation
 from .solvers.base import SUCCESS_STATUSES
 
@@ -83,8 +83,6 @@ def _check_host_fit(jobs: JobSet, cluster: Cluster, cap: np.ndarray) -> None:
     Only resources the cluster states are checked (a policy that needs a missing capacity says
     so itself); the tolerance is that of the capacity rows (:mod:`hetsched.formulations.resources`).
     """
-    from .jobs import RESOURCE_FIELDS
-
     usable = (jobs.throughputs > 0) & (cap[None, :] >= jobs.scale_factors[:, None])
     for field, capacity in RESOURCE_FIELDS.items():
         if not jobs.has(field):

@@ -14,10 +14,10 @@ import numpy as np
 
 from .errors import CapabilityError, SolverError, ValidationError
 from .program import LinearProgram
-from .solvers.base import SolverOutput
+from .solvers.base import Capabilities, SolverOutput
 from .solvers.fallback import EXACT_BACKEND, exact_options, fallback_reason
 from .solvers.highs_session import HighsSession
-from .solvers.registry import choose_auto, get_backend
+from .solvers.registry import available_solvers, choose_auto, get_backend
 
 __all__ = ["SolveContext"]
 
@@ -93,32 +93,68 @@ class SolveContext:
             solve_s=0.0, backend=backend,
         )
 
-    def open_session(self, lp: LinearProgram, *, purpose: str) -> HighsSession:
-        """Load ``lp`` into a warm-startable HiGHS session (for sequences of related LPs).
+    def choose(self, lp: LinearProgram, *, require: tuple[str, ...] = ()) -> tuple[str, dict[str, Any]]:
+        """The backend and options this context uses for ``lp``: :func:`choose_auto` among
+        backends with the capability flags ``require`` for "auto", else the context's backend
+        (no options).
 
         Raises
         ------
         CapabilityError
-            When the context's solver is neither "auto" nor "highs".
+            The context's backend lacks a flag of ``require``, or cannot solve integer
+            programs and ``lp`` is one.
         """
-        if self.solver not in ("auto", "highs"):
+        if self.solver == "auto":
+            return choose_auto(lp, require=require)
+        caps = get_backend(self.solver).capabilities
+        missing = [flag for flag in require if not caps.has((flag,))]
+        if missing:
+            raise CapabilityError(f"`solver` {self.solver!r} lacks the capabilities {missing} that program "
+                                  f"{lp.name!r} needs; backends that have them: {_having(tuple(require))}.")
+        if lp.is_mip and not caps.mip:
+            raise CapabilityError(
+                f"`solver` {self.solver!r} cannot solve integer programs ({lp.name}); use one of {_having(('mip',))}."
+            )
+        return self.solver, {}
+
+    def capabilities(self, lp: LinearProgram) -> Capabilities:
+        """The capabilities of the backend :meth:`choose` picks for ``lp``."""
+        return get_backend(self.choose(lp)[0]).capabilities
+
+    @property
+    def warm_start(self) -> bool:
+        """Whether :meth:`open_session` works here: solver "auto" (whose choice includes a
+        backend with the ``warm_start`` capability) or a backend that has it."""
+        return self.solver == "auto" or get_backend(self.solver).capabilities.warm_start
+
+    def open_session(self, lp: LinearProgram, *, purpose: str) -> HighsSession:
+        """Load ``lp`` into a warm-startable session (for sequences of related LPs).
+
+        Raises
+        ------
+        CapabilityError
+            When the context's solver is neither "auto" nor a backend with the
+            ``warm_start`` capability.
+        """
+        if not self.warm_start:
             raise CapabilityError(
                 f"{purpose} re-solves one LP many times with warm starts, which needs `solver` 'auto' "
-                f"or 'highs'; got {self.solver!r}."
+                f"or a backend with that capability {_having(('warm_start',))}; got {self.solver!r}."
             )
+        name = self.choose(lp, require=("warm_start",))[0]
         with self.building():
             session = HighsSession(lp, self.options)
         self.max_vars = max(self.max_vars, lp.n_vars)
         self.max_rows = max(self.max_rows, lp.n_rows)
-        if "highs" not in self.backends_used:
-            self.backends_used.append("highs")
+        if name not in self.backends_used:
+            self.backends_used.append(name)
         return session
 
     def rerun(self, session: HighsSession, *, options: Mapping[str, Any] | None = None) -> SolverOutput:
         """Solve ``session`` from its current basis, within the remaining time budget."""
         remaining = self.remaining()
         if remaining is not None and remaining <= 0:
-            return self._not_started(session.lp, "highs")
+            return self._not_started(session.lp, self.choose(session.lp, require=("warm_start",))[0])
         merged = {**dict(options or {}), **self.options}
         out = session.run(time_limit=remaining, options=merged)
         self.n_programs += 1
@@ -131,15 +167,8 @@ class SolveContext:
         ``options`` are per-program overrides a policy may pass (e.g. a MIP gap it owns);
         user options given to the context take precedence.
         """
-        if self.solver == "auto":
-            name, auto_opts = choose_auto(lp)
-        else:
-            name, auto_opts = self.solver, {}
+        name, auto_opts = self.choose(lp)
         backend = get_backend(name)
-        if lp.is_mip and not backend.supports_mip:
-            raise CapabilityError(
-                f"`solver` {name!r} cannot solve integer programs ({lp.name}); use 'highs' or 'pulp'."
-            )
         merged = {**auto_opts, **dict(options or {}), **self.options}
         remaining = self.remaining()
         reason = None
@@ -195,3 +224,8 @@ class SolveContext:
             yield
         finally:
             self.solver, self.options = saved
+
+
+def _having(flags: tuple[str, ...]) -> list[str]:
+    """Installed backends with every capability flag in ``flags``."""
+    return [name for name in available_solvers() if get_backend(name).capabilities.has(flags)]

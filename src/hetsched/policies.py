@@ -1,47 +1,44 @@
-"""Public namespace of policy classes: ``hetsched.policies.MaxMinFairness(...)`` etc."""
+"""Public namespace of policy classes: ``hetsched.policies.MaxMinFairness(...)`` etc.
+
+Every registered policy class is an attribute here under its class name, taken from the
+registry (:func:`registered_policies`), so a policy module with ``@register_policy`` is enough
+to appear here; nothing lists the policies a second time. The names are real module
+attributes: ``dir()``, ``help()`` and interactive completion (IPython, Jupyter) show them.
+Static analyzers that do not run code cannot see them; :func:`__getattr__` makes them read an
+unknown name as ``Any`` rather than report an error. Beside the policies: the option objects
+of the allocation spaces (:class:`Packing`, :class:`PlacementSensitivity`) and the
+:class:`Partitioned` wrapper, which are not policies by name.
+"""
 
 from __future__ import annotations
 
-from .formulations import _load_all
-from .formulations.base import Policy, list_policies, make_policy, register_policy
-from .formulations.allox import AlloX
-from .formulations.baselines import Isolated, Proportional
-from .formulations.drf import DominantResourceFairness
-from .formulations.fifo import Fifo
-from .formulations.finish_time_fairness import FinishTimeFairness
-from .formulations.gandiva_fair import GandivaFair
-from .formulations.max_min_fairness import MaxMinFairness
-from .formulations.max_sum_throughput import MaxSumThroughput
-from .formulations.hierarchical import HierarchicalMaxMinFairness
-from .formulations.min_makespan import MinMakespan
-from .formulations.packing import Packing
-from .formulations.placement_sensitivity import PlacementSensitivity
-from .formulations.sia import Sia
-from .formulations.water_filling import MaxMinFairnessWaterFilling
+from typing import Any
 
-from .partition import Partitioned  # noqa: E402  (wraps any policy; not registered by name)
+from .formulations.base import (  # noqa: F401  (re-exported, see __all__)
+    Policy,
+    list_policies,
+    make_policy,
+    register_policy,
+    registered_policies,
+)
+from .formulations.packing import Packing  # noqa: F401
+from .formulations.placement_sensitivity import PlacementSensitivity  # noqa: F401
+from .partition import Partitioned  # noqa: F401
 
-_load_all()
+_CLASSES: dict[str, type[Policy]] = {cls.__name__: cls for cls in registered_policies().values()}
+globals().update(_CLASSES)
 
-__all__ = [
-    "Policy",
-    "AlloX",
-    "DominantResourceFairness",
-    "Fifo",
-    "FinishTimeFairness",
-    "GandivaFair",
-    "HierarchicalMaxMinFairness",
-    "Isolated",
-    "MaxMinFairness",
-    "MaxMinFairnessWaterFilling",
-    "MaxSumThroughput",
-    "MinMakespan",
-    "Packing",
-    "Partitioned",
-    "PlacementSensitivity",
-    "Proportional",
-    "Sia",
-    "list_policies",
-    "make_policy",
-    "register_policy",
-]
+__all__ = sorted([*_CLASSES, "Packing", "Partitioned", "PlacementSensitivity", "Policy", "list_policies",  # noqa: PLE0605
+                  "make_policy", "register_policy"])
+
+
+def __getattr__(name: str) -> Any:
+    """A policy class registered after this module was imported, else AttributeError."""
+    for cls in registered_policies().values():
+        if cls.__name__ == name:
+            return cls
+    raise AttributeError(f"module 'hetsched.policies' has no attribute {name!r}; policy classes: {sorted(_CLASSES)}.")
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | {cls.__name__ for cls in registered_policies().values()})

@@ -15,7 +15,8 @@ from ..jobs import JobSet
 from ..program import LinearProgram
 from ..solvers.base import SolverOutput
 
-__all__ = ["Policy", "PolicyOutcome", "register_policy", "list_policies", "make_policy"]
+__all__ = ["Policy", "PolicyOutcome", "register_policy", "list_policies", "make_policy", "policy_parameters",
+           "registered_policies"]
 
 _POLICIES: dict[str, type[Policy]] = {}
 
@@ -56,13 +57,19 @@ class Policy:
     uses_n_total : bool
         Whether the math depends on the total number of jobs (true for isolated shares).
     emits_configurations : bool
-        Whether the policy chooses a GPU type *and count* per job (``extra["configurations"]``,
-        Sia) rather than time fractions; the round loop then runs each configuration the whole
-        round and hands the last one back as ``current``.
+        Capability: the policy chooses a GPU type *and count* per job
+        (``extra["configurations"]``, Sia) rather than time fractions; the round loop then
+        runs each configuration the whole round and hands the last one back as ``current``.
+    emits_allocation_rows : bool
+        Capability: the outcome's ``extra["allocation_rows"]`` lists the rows that run (pairs,
+        unconsolidated gangs), which the round loop schedules instead of X. False here; a
+        policy over a packed / placement-sensitive space says True (see
+        :class:`~hetsched.formulations.space.SpaceOptions`).
     """
 
     name: ClassVar[str] = ""
     emits_configurations: ClassVar[bool] = False
+    emits_allocation_rows: ClassVar[bool] = False
     requires: ClassVar[tuple[str, ...]] = ()
     reads: ClassVar[tuple[str, ...]] = ()
     aggregatable: ClassVar[bool] = True
@@ -115,30 +122,77 @@ class Policy:
 
 
 def register_policy(cls: type[Policy]) -> type[Policy]:
-    """Class decorator: register a policy under ``cls.name``."""
+    """Class decorator: register a policy under ``cls.name``.
+
+    Put it on the class in its own module under :mod:`hetsched.formulations`: importing
+    :mod:`hetsched.formulations` imports every module of the package, so the policy is then
+    known to :func:`make_policy`, :func:`list_policies`, ``hetsched.policies`` and the CLI
+    without any further list to edit.
+    """
     if not cls.name:
         raise ValueError("a policy class needs a non-empty `name`")
+    other = _POLICIES.get(cls.name)
+    if other is not None and other.__qualname__ != cls.__qualname__:
+        raise ValueError(f"policy name {cls.name!r} is taken by {other.__module__}.{other.__qualname__}")
     _POLICIES[cls.name] = cls
     return cls
 
 
 def list_policies() -> list[str]:
     """Names accepted by :func:`hetsched.solve`, sorted."""
-    from . import _load_all
-
-    _load_all()
     return sorted(_POLICIES)
 
 
-def make_policy(policy: str | Policy) -> Policy:
-    """A policy object from a registered name (default parameters) or the object itself."""
+def registered_policies() -> dict[str, type[Policy]]:
+    """Registered name -> policy class (a copy)."""
+    return dict(_POLICIES)
+
+
+def policy_parameters(cls: type[Policy]) -> list[str]:
+    """The keyword parameters of policy class ``cls`` (its dataclass fields)."""
+    return [f.name for f in dataclasses.fields(cls) if f.init] if dataclasses.is_dataclass(cls) else []
+
+
+def make_policy(policy: str | Policy, /, **params: Any) -> Policy:
+    """The one way from a name to a policy object: ``make_policy("max_min_fairness",
+    heterogeneity_aware=False)``.
+
+    Parameters
+    ----------
+    policy : str or Policy
+        A registered name (:func:`list_policies`), or a policy object, returned as is
+        (or with ``params`` replaced).
+    **params
+        Policy parameters; each is checked by the policy's own rules.
+
+    Raises
+    ------
+    UnknownPolicyError
+        ``policy`` is not a registered name (the message lists them).
+    ValidationError
+        ``policy`` is neither a str nor a Policy; a parameter the policy does not have, or a
+        value its rule rejects (the message names the parameter, the rule and the value).
+    """
     if isinstance(policy, Policy):
-        return policy
-    if isinstance(policy, str):
-        names = list_policies()
+        cls, name = type(policy), policy.name
+    elif isinstance(policy, str):
         if policy not in _POLICIES:
-            raise UnknownPolicyError(f"`policy` {policy!r} is not a known policy; choose one of {names}.")
-        return _POLICIES[policy]()
-    raise ValidationError(
-        f"`policy` must be a policy name (str) or a hetsched.policies object; got {type(policy).__name__}."
-    )
+            raise UnknownPolicyError(f"`policy` {policy!r} is not a known policy; choose one of {list_policies()}.")
+        cls, name = _POLICIES[policy], policy
+    else:
+        raise ValidationError(
+            f"`policy` must be a policy name (str) or a hetsched.policies object; got {type(policy).__name__}."
+        )
+    if not params:
+        return policy if isinstance(policy, Policy) else cls()
+    known = policy_parameters(cls)
+    unknown = [k for k in params if k not in known]
+    if unknown:
+        key = unknown[0]
+        raise ValidationError(
+            f"parameters {sorted(params)} are not all parameters of policy {name!r}: `{key}` must be one of "
+            f"{known}; got {key}={params[key]!r}."
+        )
+    if isinstance(policy, Policy):
+        return dataclasses.replace(policy, **params)
+    return cls(**params)

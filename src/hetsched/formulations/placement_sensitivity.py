@@ -64,6 +64,7 @@ import pandas as pd
 from ..errors import ValidationError, show
 from ..jobs import JobSet
 from ..throughputs import ThroughputCatalogue
+from .variable_kinds import PAIR, SINGLE
 
 __all__ = ["PlacementSensitivity", "unconsolidated_variables", "consolidation_rows", "consolidated_bounds"]
 
@@ -236,8 +237,6 @@ def consolidated_bounds(jobs: JobSet, cluster: Any, ps: PlacementSensitivity, si
 def consolidation_rows(space: Any, jobs: JobSet, cluster: Any, ps: PlacementSensitivity
                        ) -> tuple[tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray], list[str]]:
     """Side rows ``(rows, vars, vals, ub)`` bounding GPUs held by consolidated gangs, and their labels."""
-    from .space import PAIR, SINGLE
-
     kind = space.var_kind
     gang = np.where(kind == PAIR, space.var_gang,
                     jobs.scale_factors[np.maximum(space.var_jobs[:, 0], 0)].astype(float))

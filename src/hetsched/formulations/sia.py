@@ -163,13 +163,12 @@ __all__ = ["Sia", "SiaProblem", "LagrangianBound", "lagrangian_bound", "polish"]
 
 log = logging.getLogger(__name__)
 
-#: MIP-gap option name per backend (other backends get no gap option).
-GAP_OPTION = {"highs": "mip_rel_gap", "pulp": "gapRel"}
-#: Further per-program options per backend. HiGHS 1.12's MIP presolve spent 0.6 s on a
-#: reduced 2,133-column Sia ILP that it then solved at the root in 0.03 s with presolve off
-#: (2,048 GPUs, 4 types, 2,048 jobs); the programs built here have no dominated columns and
-#: no singleton job rows, so there is little left for presolve to do. User options win.
-BACKEND_OPTIONS: dict[str, dict[str, Any]] = {"highs": {"presolve": "off"}}
+# Backend options come from the backend's capabilities: the MIP gap through ``gap_option``
+# (backends without one get none) and presolve off through ``presolve_off``. HiGHS 1.12's MIP
+# presolve spent 0.6 s on a reduced 2,133-column Sia ILP that it then solved at the root in
+# 0.03 s with presolve off (2,048 GPUs, 4 types, 2,048 jobs); the programs built here have no
+# dominated columns and no singleton job rows, so there is little left for presolve to do.
+# User options win.
 #: ILPs with more columns than this are solved by column reduction (``column_reduction=None``).
 REDUCE_MIN_COLUMNS = 5_000
 #: First reduced-cost threshold, relative to the largest ILP coefficient.
@@ -468,10 +467,7 @@ class Sia(Policy):
         reduce = self.column_reduction if self.column_reduction is not None else n_cols > REDUCE_MIN_COLUMNS
         offset = -prob.lam * float(prob.weights.sum())
         L = bound.value  # program units; L + offset is the bound on `objective`
-        backend = "highs" if ctx.solver == "auto" else ctx.solver
-        options = dict(BACKEND_OPTIONS.get(backend, {}))
-        if backend in GAP_OPTION:
-            options[GAP_OPTION[backend]] = _program_gap(float(self.mip_gap), L, offset)
+        options: dict[str, Any] = {}
         rounds: list[dict[str, Any]] = []
         if reduce:
             rc = bound.reduced_costs(prob.value, prob.configs)
@@ -484,6 +480,11 @@ class Sia(Policy):
             keep = prob.keep if rc is None else prob.keep & (rc >= -tau)
             with ctx.building():
                 lp = self._build(prob, jobs, cluster, keep)
+            if not rounds:  # options by what the backend for these ILPs can do
+                caps = ctx.capabilities(lp)
+                options = dict(caps.presolve_off)
+                if caps.gap_option is not None:
+                    options[caps.gap_option] = _program_gap(float(self.mip_gap), L, offset)
             out = ctx.run(lp, options=options)
             info = {"columns": lp.n_vars, "tau": tau, "status": out.status, "ilp_value": out.objective,
                     "solver_mip_gap": out.mip_gap, "solve_s": out.solve_s, "polish_moves": 0}

@@ -50,10 +50,22 @@ import numpy as np
 import pandas as pd
 import scipy.sparse as sp
 
+from ..aggregation import JobClasses, aggregate_jobs
 from ..errors import ValidationError
-from ..jobs import JobSet
+from ..jobs import RESOURCE_FIELDS, JobSet
 from ..program import LinearProgram
+from .base import PolicyOutcome
 from .builder import ProgramBuilder
+from .common import usable_mask
+from .packing import Packing, pair_variables
+from .params import check_space_option
+from .placement_sensitivity import (
+    PlacementSensitivity,
+    consolidation_rows,
+    unconsolidated_variables,
+)
+from .resources import add_resource_rows
+from .variable_kinds import KIND_NAMES, PAIR, SINGLE, UNCONSOLIDATED
 
 __all__ = [
     "AllocationSpace",
@@ -68,9 +80,7 @@ __all__ = [
 
 log = logging.getLogger(__name__)
 
-#: Variable kinds, in the order of ``AllocationSpace.var_kind`` codes.
-KIND_NAMES = ("single", "unconsolidated", "pair")
-SINGLE, UNCONSOLIDATED, PAIR = 0, 1, 2
+__all__ += ["PAIR", "SINGLE", "UNCONSOLIDATED"]  # variable kinds (defined in .variable_kinds)
 
 #: Variables below this value are left out of ``extra["allocation_rows"]``.
 REPORT_TOL = 1e-9
@@ -317,8 +327,6 @@ class SpaceVars:
         if ub.shape[0]:
             b.add_rows(rows=rows, cols=self.start + vars_, vals=vals, lb=-np.inf, ub=ub, n_rows=int(ub.shape[0]))
         if resources:
-            from .resources import add_resource_rows
-
             add_resource_rows(b, self, jobs, cluster)
         return r_jobs, r_cap
 
@@ -364,10 +372,6 @@ def build_space(jobs: JobSet, cluster: Any, *, packing: Any = None, placement_se
     :mod:`~hetsched.formulations.placement_sensitivity`). Pair rows count as consolidated
     gangs.
     """
-    from .common import usable_mask
-    from .packing import pair_variables
-    from .placement_sensitivity import consolidation_rows, unconsolidated_variables
-
     cap = cluster.capacities(jobs.gpu_types)
     mask = usable_mask(jobs.throughputs, jobs.scale_factors, cap)
     types, kinds, mjobs, ratios, gangs, times = [], [], [], [], [], []
@@ -409,9 +413,6 @@ def build_space(jobs: JobSet, cluster: Any, *, packing: Any = None, placement_se
 
 
 def _check_options(packing: Any, placement_sensitivity: Any) -> None:
-    from .packing import Packing
-    from .placement_sensitivity import PlacementSensitivity
-
     resolved_option(packing, "packing")
     resolved_option(placement_sensitivity, "placement_sensitivity")
     if packing is not None and not isinstance(packing, Packing):
@@ -436,9 +437,7 @@ def resolved_option(value: Any, name: str) -> Any:
 
 
 def _no_resource_fields(jobs: JobSet) -> None:
-    from .. import jobs as jobs_module
-
-    for field in getattr(jobs_module, "RESOURCE_FIELDS", {}):
+    for field in RESOURCE_FIELDS:
         if jobs.has(field):
             raise ValidationError(
                 f"space sharing (`packing`) does not support host-resource demands yet; the jobs state `{field}`."
@@ -464,8 +463,6 @@ def space_classes(jobs: JobSet, fields: Any, *, packing: Any = None, placement_s
     each member of c the time ``z / mu_c`` (inside a class: ``2 z / mu_c``) and uses
     ``s z`` GPUs: the class program of :func:`build_space`.
     """
-    from ..aggregation import JobClasses, aggregate_jobs
-
     if jobs.n_jobs == 0:
         return None
     base = aggregate_jobs(jobs, tuple(fields))
@@ -492,8 +489,6 @@ def expand_class_outcome(outcome: Any, policy: Any, classes: Any, jobs: JobSet, 
     X and the per-job arrays are copied to each member; ``allocation_rows`` are split
     into job-level rows (:func:`expand_rows`); the objective is re-evaluated on the jobs.
     """
-    from .base import PolicyOutcome
-
     inv = classes.inverse
     X = outcome.X[inv]
     objective = outcome.objective
@@ -601,8 +596,6 @@ class SpaceOptions:
     placement_sensitivity: Any = None
 
     def __post_init__(self) -> None:
-        from .params import check_space_option
-
         check_space_option(self.packing, "packing")
         check_space_option(self.placement_sensitivity, "placement_sensitivity")
 
@@ -610,6 +603,12 @@ class SpaceOptions:
     def aggregatable(self) -> bool:  # type: ignore[override]
         """False when packing or placement sensitivity is on (see class docstring)."""
         return self.packing is None and self.placement_sensitivity is None
+
+    @property
+    def emits_allocation_rows(self) -> bool:  # type: ignore[override]
+        """Capability (:class:`~hetsched.formulations.base.Policy`): True when packing or
+        placement sensitivity is on; the outcome then lists the rows that run."""
+        return self.packing is not None or self.placement_sensitivity is not None
 
     def params(self) -> dict[str, Any]:
         """The policy's parameters as given (``packing`` / ``placement_sensitivity`` only when set)."""

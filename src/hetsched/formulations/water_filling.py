@@ -68,7 +68,7 @@ from ..engine import SolveContext
 from ..errors import ValidationError, show
 from ..jobs import JobSet
 from ..solvers.fallback import accepted_violation
-from ..solvers.registry import AUTO_IPM_MIN_VARS
+from ..solvers.registry import choose_auto
 from .base import Policy, PolicyOutcome, register_policy
 from .builder import ProgramBuilder
 from .common import STAGE2_RELATIVE_SLACK, add_base_rows, retry_exact
@@ -398,7 +398,8 @@ def _cap_search(model: "_LevelModel", out, level: float, margin: float, active: 
 class _LevelModel:
     """The water-filling LP, changed between solves.
 
-    Two modes with the same changes: ``"warm"`` (solver "auto" or "highs") keeps it loaded
+    Two modes with the same changes: ``"warm"`` (solver "auto" or a backend with the
+    ``warm_start`` capability: HiGHS) keeps it loaded
     in a HiGHS session and re-solves from the previous basis (the first solve uses IPX with
     crossover when large; vertex duals name stuck groups); ``"rebuild"`` (any other backend)
     applies the changes to arrays and sends a fresh program through ``ctx.run``.
@@ -432,13 +433,14 @@ class _LevelModel:
         self.weight = weight
         self.ctx = ctx
         lp = self.lp
-        large = lp.n_vars >= AUTO_IPM_MIN_VARS
         # measured on 2,048 unaggregated catalogue jobs (26 levels): warm HiGHS re-solves
         # 76 LPs in 27 s; rebuilt programs through Clarabel ~0.27 s each and more of them
-        self.mode = "warm" if ctx.solver in ("auto", "highs") else "rebuild"
+        self.mode = "warm" if ctx.warm_start else "rebuild"
         self.vertex_duals = self.mode == "warm"
         self.solves = 0
-        self._first = {"solver": "ipm", "run_crossover": "on"} if large else {"solver": "simplex"}
+        # first solve of the session: what "auto" picks among warm-startable backends
+        # (dual simplex; IPX with crossover when large)
+        self._first = choose_auto(lp, require=("warm_start",))[1] if self.mode == "warm" else {}
         self.session = ctx.open_session(lp, purpose=f"policy {name!r}") if self.mode == "warm" else None
         self.c, self.col_lb, self.col_ub = lp.c.copy(), lp.col_lb.copy(), lp.col_ub.copy()
         self.row_lb = lp.row_lb.copy()

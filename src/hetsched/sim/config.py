@@ -29,7 +29,6 @@ Relative paths are resolved against the file's directory.
 
 from __future__ import annotations
 
-import dataclasses
 import tomllib
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -40,6 +39,10 @@ from ..cluster import Cluster
 from ..errors import ValidationError
 from ..formulations.base import Policy, make_policy
 from ..throughputs import load_gavel_throughputs
+from .readers import load_trace
+from .simulator import simulate
+from .sweep import expand_grid, sweep
+from .trace import generate_workload
 
 __all__ = ["ExperimentConfig", "load_config", "run_config"]
 
@@ -89,8 +92,6 @@ class ExperimentConfig:
                 w["scale_factor_probs"] = {int(k): float(v) for k, v in w["scale_factor_probs"].items()}
             g.update(w)
         else:
-            from .readers import load_trace
-
             path = w.pop("path", None)
             if path is None:
                 raise ValidationError(f"{self.source}: [workload] of kind {kind!r} needs `path`.")
@@ -102,8 +103,6 @@ class ExperimentConfig:
     @property
     def n_runs(self) -> int:
         """Number of runs the grid expands to."""
-        from .sweep import expand_grid
-
         return len(expand_grid(self.grid()))
 
 
@@ -122,14 +121,10 @@ def _policy(label: str, spec: Any, source: str) -> Policy:
         name = spec.pop("name", None)
         if not isinstance(name, str):
             raise ValidationError(f"{source}: [policies] {label!r} needs `name` (a registered policy); got {name!r}.")
-        base = make_policy(name)
         try:
-            return dataclasses.replace(base, **spec)
-        except TypeError as exc:
-            fields = [f.name for f in dataclasses.fields(base)]
-            raise ValidationError(
-                f"{source}: [policies] {label!r}: parameters {sorted(spec)} are not all parameters of {name!r} ({fields}); {exc}."
-            ) from None
+            return make_policy(name, **spec)
+        except ValidationError as exc:
+            raise type(exc)(f"{source}: [policies] {label!r}: {exc}") from None
     raise ValidationError(f"{source}: [policies] {label!r} must be a policy name or a table with `name`; got {spec!r}.")
 
 
@@ -196,9 +191,6 @@ def run_config(config: ExperimentConfig | str | Path, executor: Any = None, *, m
     executor, max_workers, progress
         As for :func:`hetsched.sim.sweep` (``progress`` also goes to a single simulation).
     """
-    from .simulator import simulate
-    from .sweep import expand_grid, sweep
-
     cfg = config if isinstance(config, ExperimentConfig) else load_config(config)
     grid = cfg.grid()
     runs = expand_grid(grid)
@@ -212,8 +204,6 @@ def run_config(config: ExperimentConfig | str | Path, executor: Any = None, *, m
             params.pop("load", None)
             params.pop("n_jobs", None)
         else:
-            from .trace import generate_workload
-
             gen_kw = {k: params.pop(k) for k in ("scale_factor_probs", "long_job_prob", "catalogue", "gpu_types",
                                                  "slo_factors", "reference_gpu_type") if k in params}
             workload = generate_workload(int(params.pop("n_jobs")), rate_per_hour=float(params.pop("load")),

@@ -258,12 +258,13 @@ class PolicyScheduler:
                 iso = solve("isolated", jobs, view.cluster)
                 state.X, state.keys, state.units = iso.X, view.jobs.copy(), None
             return
-        if "configurations" in alloc.extra:
-            cfg = alloc.extra["configurations"].copy()
+        cfg = alloc.extra.get("configurations") if pol.emits_configurations else None  # None: no jobs
+        if cfg is not None:
+            cfg = cfg.copy()
             cfg.attrs["gpu_types"] = tuple(view.gpu_types)
             state.configs = cfg
             return
-        rows = alloc.extra.get("allocation_rows")
+        rows = alloc.extra.get("allocation_rows") if pol.emits_allocation_rows else None
         if (rows is not None and (rows["kind"] != "single").any()) or _sensitive(pol):
             state.X, state.keys, state.units = _units_from_rows(rows, view, _sensitive(pol))
         else:

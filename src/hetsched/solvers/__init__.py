@@ -1,14 +1,29 @@
-"""Solver backends: HiGHS (default), Clarabel, cvxpy, PuLP/CBC; statuses; registry."""
+"""Solver backends: HiGHS (default), Clarabel, cvxpy, PuLP/CBC; statuses; registry; capabilities.
 
-from .base import STATUSES, SUCCESS_STATUSES, Backend, SolverOutput
-from .registry import available_solvers, choose_auto, get_backend, register_backend, registered_solvers
+Each backend registers itself where it is defined (``@register_backend``); the imports below
+make the built-in ones known. None of them imports its solver package at import time.
+"""
+
+from ..structured import backend as _structured_backend  # noqa: F401  (registers solver="structured")
+from . import clarabel_backend, cvxpy_backend, highs, pulp_backend  # noqa: F401  (register themselves)
+from .base import STATUSES, SUCCESS_STATUSES, Backend, Capabilities, SolverOutput
+from .registry import (
+    available_solvers,
+    capabilities,
+    choose_auto,
+    get_backend,
+    register_backend,
+    registered_solvers,
+)
 
 __all__ = [
     "Backend",
+    "Capabilities",
     "SolverOutput",
     "STATUSES",
     "SUCCESS_STATUSES",
     "available_solvers",
+    "capabilities",
     "choose_auto",
     "get_backend",
     "register_backend",

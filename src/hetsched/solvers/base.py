@@ -10,10 +10,11 @@ from typing import Any, ClassVar
 
 import numpy as np
 
+from ..errors import ValidationError
 from ..program import LinearProgram
 
-__all__ = ["Backend", "SolverOutput", "STATUSES", "SUCCESS_STATUSES", "map_status", "empty_row_conflict",
-           "decided_without_solver"]
+__all__ = ["Backend", "Capabilities", "SolverOutput", "STATUSES", "SUCCESS_STATUSES", "map_status",
+           "empty_row_conflict", "decided_without_solver"]
 
 #: Every status a result can carry.
 STATUSES = (
@@ -115,19 +116,83 @@ def decided_without_solver(lp: LinearProgram, backend: str, t0: float, conflict:
     )
 
 
+@dataclass(frozen=True)
+class Capabilities:
+    """What a backend can do, declared as data on the backend class (:attr:`Backend.capabilities`).
+
+    Code that depends on a backend's abilities asks these flags (``backend.capabilities.mip``,
+    :func:`hetsched.solvers.choose_auto` with ``require=``), never the backend's name.
+
+    Attributes
+    ----------
+    mip : bool
+        Solves programs with integer variables (``lp.integrality``).
+    duals : bool
+        Returns row duals (``SolverOutput.row_dual``).
+    warm_start : bool
+        Keeps an LP loaded and re-solves it, changed in place, from the previous basis
+        (:class:`~hetsched.solvers.highs_session.HighsSession`,
+        :meth:`hetsched.engine.SolveContext.open_session`).
+    time_limit : bool
+        Honours ``time_limit`` (returning status "time_limit").
+    gap_option : str or None
+        Name of the option that sets the relative MIP gap at which the solver stops
+        (None: the backend has no such option of its own).
+    presolve_off : tuple of (str, value) pairs
+        Options that turn the solver's presolve off (empty: no such option).
+    interior_point : bool
+        Returns interior points by default, which may miss rows by up to
+        :data:`hetsched.solvers.fallback.FEASIBILITY_TOL` (simplex backends: ~1e-9).
+    general : bool
+        Solves any :class:`~hetsched.program.LinearProgram` itself. False for a backend
+        that recognizes one program shape and hands every other program to a general one
+        (the structured path); a fallback must be general.
+    """
+
+    mip: bool = False
+    duals: bool = False
+    warm_start: bool = False
+    time_limit: bool = True
+    gap_option: str | None = None
+    presolve_off: tuple[tuple[str, Any], ...] = ()
+    interior_point: bool = False
+    general: bool = True
+
+    def has(self, flags: tuple[str, ...] | list[str] | frozenset[str] = ()) -> bool:
+        """Whether every boolean capability named in ``flags`` is true."""
+        unknown = [f for f in flags if f not in _FLAGS]
+        if unknown:
+            raise ValidationError(f"`require` must name capability flags among {list(_FLAGS)}; got {unknown}.")
+        return all(getattr(self, f) for f in flags)
+
+
+#: The boolean flags of :class:`Capabilities` (what ``require=`` may name).
+_FLAGS = ("mip", "duals", "warm_start", "time_limit", "interior_point", "general")
+
+
 class Backend:
     """A solver backend: translates a :class:`~hetsched.program.LinearProgram` and solves it.
 
-    Subclasses set :attr:`name`, :attr:`supports_mip`, :attr:`provides_duals`, implement
-    :meth:`available` and :meth:`solve`, and are registered with
-    :func:`hetsched.solvers.register_backend`.
+    Subclasses set :attr:`name`, :attr:`module`, :attr:`capabilities`, implement
+    :meth:`solve` (and :meth:`available` when importing :attr:`module` is not the test), and
+    are registered with :func:`hetsched.solvers.register_backend`.
     """
 
     name: ClassVar[str] = ""
     #: Python package the backend needs (imported by :meth:`available`).
     module: ClassVar[str] = ""
-    supports_mip: ClassVar[bool] = False
-    provides_duals: ClassVar[bool] = False
+    #: What the backend can do (see :class:`Capabilities`).
+    capabilities: ClassVar[Capabilities] = Capabilities()
+
+    @property
+    def supports_mip(self) -> bool:
+        """Same as ``capabilities.mip``."""
+        return self.capabilities.mip
+
+    @property
+    def provides_duals(self) -> bool:
+        """Same as ``capabilities.duals``."""
+        return self.capabilities.duals
 
     @classmethod
     def available(cls) -> bool:

@@ -31,7 +31,15 @@ import scipy.sparse as sp
 
 from ..errors import CapabilityError, SolverError, ValidationError
 from ..program import LinearProgram
-from .base import Backend, SolverOutput, decided_without_solver, empty_row_conflict, map_status
+from .base import (
+    Backend,
+    Capabilities,
+    SolverOutput,
+    decided_without_solver,
+    empty_row_conflict,
+    map_status,
+)
+from .registry import register_backend
 
 __all__ = ["ClarabelBackend", "DEFAULT_TOLERANCES"]
 
@@ -144,10 +152,11 @@ def conic_form(lp: LinearProgram) -> tuple[sp.csc_array, np.ndarray, int, np.nda
     return stacked, b, int(i_eq.size + j_eq.size), origin, orient
 
 
+@register_backend
 class ClarabelBackend(Backend):
     """Clarabel interior point, called directly (no cvxpy in between).
 
-    Linear programs only (``supports_mip = False``). ``options`` are attributes of
+    Linear programs only (``capabilities.mip`` is False). ``options`` are attributes of
     ``clarabel.DefaultSettings`` (e.g. ``{"tol_gap_rel": 1e-7, "max_iter": 500}``); an
     unknown key raises :class:`~hetsched.errors.ValidationError`. Before the user's options,
     the backend sets ``verbose = False`` and tightens ``tol_gap_abs``, ``tol_gap_rel`` and
@@ -170,8 +179,7 @@ class ClarabelBackend(Backend):
 
     name = "clarabel"
     module = "clarabel"
-    supports_mip = False
-    provides_duals = True
+    capabilities = Capabilities(duals=True, interior_point=True)
 
     def solve(
         self,

@@ -27,7 +27,15 @@ import numpy as np
 
 from ..errors import CapabilityError, SolverError, UnknownSolverError, ValidationError
 from ..program import LinearProgram
-from .base import Backend, SolverOutput, decided_without_solver, empty_row_conflict, map_status
+from .base import (
+    Backend,
+    Capabilities,
+    SolverOutput,
+    decided_without_solver,
+    empty_row_conflict,
+    map_status,
+)
+from .registry import register_backend
 
 __all__ = ["CvxpyBackend", "STATUS_TABLE", "TIME_LIMIT_KEYS"]
 
@@ -95,6 +103,7 @@ def _mip_gap(stats: Any) -> float | None:
     return gap if np.isfinite(gap) else None
 
 
+@register_backend
 class CvxpyBackend(Backend):
     """Any LP/MIP solver installed under cvxpy, fed vectorized block constraints.
 
@@ -116,13 +125,14 @@ class CvxpyBackend(Backend):
     :class:`~hetsched.errors.SolverError`). A "user_limit" point counts as a solution only when it
     satisfies every bound to :data:`INCUMBENT_TOL` (relative) and integrality.
     ``mip_gap`` is read from the solver's statistics where cvxpy exposes it (HiGHS, SciPy).
-    Duals are not provided (``provides_duals = False``).
+    Duals are not provided (``capabilities.duals`` is False).
     """
 
     name = "cvxpy"
     module = "cvxpy"
-    supports_mip = True
-    provides_duals = False
+    # interior point: cvxpy's default LP solver is Clarabel; no gap option of its own (the
+    # key depends on the solver picked under cvxpy)
+    capabilities = Capabilities(mip=True, interior_point=True)
 
     def solve(
         self,

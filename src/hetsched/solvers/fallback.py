@@ -30,10 +30,10 @@ import numpy as np
 
 from ..program import LinearProgram
 from .base import SolverOutput
-from .registry import AUTO_IPM_MIN_VARS
+from .registry import capabilities, highs_options
 
-__all__ = ["EXACT_BACKEND", "FEASIBILITY_TOL", "INTERIOR_POINT_BACKENDS", "accepted_violation", "exact_options",
-           "fallback_reason", "scaled_violation"]
+__all__ = ["EXACT_BACKEND", "FEASIBILITY_TOL", "accepted_violation", "exact_options", "fallback_reason",
+           "scaled_violation"]
 
 #: The backend programs fall back to.
 EXACT_BACKEND = "highs"
@@ -43,28 +43,21 @@ EXACT_BACKEND = "highs"
 #: so a point the certificate would reject is re-solved first.
 FEASIBILITY_TOL = 1e-7
 
-#: Backends that return interior points (cvxpy's default LP solver is Clarabel): their
-#: answers may miss rows by up to :data:`FEASIBILITY_TOL` (simplex backends by ~1e-9).
-INTERIOR_POINT_BACKENDS = ("clarabel", "cvxpy")
-
 _VERDICTS = ("infeasible", "unbounded", "infeasible_or_unbounded")
 
 
 def accepted_violation(solver: str) -> float:
     """The largest row / bound violation a point returned by backend ``solver`` may carry
-    after :func:`fallback_reason` let it through: :data:`FEASIBILITY_TOL` for
-    :data:`INTERIOR_POINT_BACKENDS`, 1e-9 (HiGHS' feasibility tolerance as hetsched sets it)
-    for simplex backends."""
-    return FEASIBILITY_TOL if solver in INTERIOR_POINT_BACKENDS else 1e-9
+    after :func:`fallback_reason` let it through: :data:`FEASIBILITY_TOL` for backends that
+    return interior points (``capabilities.interior_point``: Clarabel, cvxpy), 1e-9 (HiGHS'
+    feasibility tolerance as hetsched sets it) for simplex backends."""
+    return FEASIBILITY_TOL if capabilities(solver).interior_point else 1e-9
 
 
 def exact_options(lp: LinearProgram) -> dict[str, Any]:
-    """HiGHS options of the fallback: dual simplex, or IPX with crossover for large LPs."""
-    if lp.is_mip:
-        return {}
-    if lp.n_vars < AUTO_IPM_MIN_VARS:
-        return {"solver": "simplex"}
-    return {"solver": "ipm", "run_crossover": "on"}
+    """HiGHS options of the fallback: dual simplex, or IPX with crossover for large LPs
+    (:func:`~hetsched.solvers.registry.highs_options`)."""
+    return highs_options(lp)
 
 
 def scaled_violation(lp: LinearProgram, x: np.ndarray) -> float:

@@ -11,7 +11,15 @@ import numpy as np
 
 from ..errors import SolverError, ValidationError
 from ..program import LinearProgram
-from .base import Backend, SolverOutput, decided_without_solver, empty_row_conflict, map_status
+from .base import (
+    Backend,
+    Capabilities,
+    SolverOutput,
+    decided_without_solver,
+    empty_row_conflict,
+    map_status,
+)
+from .registry import register_backend
 
 __all__ = ["HighsBackend"]
 
@@ -118,6 +126,7 @@ def load_model(h: Any, lp: LinearProgram) -> None:
         raise SolverError(f"HiGHS rejected program {lp.name!r} (passModel returned an error).")
 
 
+@register_backend
 class HighsBackend(Backend):
     """HiGHS (simplex, IPX interior point, PDLP, branch-and-cut MIP).
 
@@ -127,8 +136,8 @@ class HighsBackend(Backend):
 
     name = "highs"
     module = "highspy"
-    supports_mip = True
-    provides_duals = True
+    capabilities = Capabilities(mip=True, duals=True, warm_start=True, gap_option="mip_rel_gap",
+                                presolve_off=(("presolve", "off"),))
 
     def solve(
         self,

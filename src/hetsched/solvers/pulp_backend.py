@@ -26,7 +26,15 @@ import numpy as np
 
 from ..errors import SolverError, ValidationError
 from ..program import LinearProgram
-from .base import Backend, SolverOutput, decided_without_solver, empty_row_conflict, map_status
+from .base import (
+    Backend,
+    Capabilities,
+    SolverOutput,
+    decided_without_solver,
+    empty_row_conflict,
+    map_status,
+)
+from .registry import register_backend
 
 __all__ = ["PulpBackend", "STATUS_TABLE", "OPTION_KEYS", "cbc_mip_gap"]
 
@@ -104,6 +112,7 @@ def _check_options(options: Mapping[str, Any] | None) -> dict[str, Any]:
     return opts
 
 
+@register_backend
 class PulpBackend(Backend):
     """PuLP with its bundled CBC (``pulp.PULP_CBC_CMD``); LPs and MIPs.
 
@@ -127,8 +136,7 @@ class PulpBackend(Backend):
 
     name = "pulp"
     module = "pulp"
-    supports_mip = True
-    provides_duals = False
+    capabilities = Capabilities(mip=True, gap_option="gapRel")
 
     @classmethod
     def available(cls) -> bool:

@@ -1,65 +1,53 @@
-"""Registry of solver backends and the per-shape choice behind ``solver="auto"``."""
+"""Registry of solver backends and the one per-shape choice behind ``solver="auto"``.
+
+Backends register themselves where they are defined (``@register_backend`` on the class);
+:mod:`hetsched.solvers` imports the built-in ones, so every built-in name is known once
+``hetsched`` is imported. The registry imports no backend: a backend module imports it, not
+the other way round (no import circle, no import by string). A backend's package (cvxpy,
+PuLP, Clarabel) is imported only when the backend runs or :meth:`Backend.available` is asked.
+
+What a backend can do is data on the class (:class:`~hetsched.solvers.base.Capabilities`);
+code asks :func:`capabilities` or ``choose_auto(lp, require=...)``, not names.
+"""
 
 from __future__ import annotations
 
-import importlib
+from collections.abc import Iterable
 from typing import Any
 
-from ..errors import UnknownSolverError
+from ..errors import CapabilityError, UnknownSolverError
 from ..program import LinearProgram
-from .base import Backend
+from .base import Backend, Capabilities
 
-__all__ = ["register_backend", "get_backend", "available_solvers", "registered_solvers", "choose_auto"]
+__all__ = ["register_backend", "get_backend", "available_solvers", "registered_solvers", "capabilities",
+           "choose_auto", "highs_options", "AUTO_IPM_MIN_VARS", "AUTO_STRUCTURED_MIN_VARS"]
 
 _REGISTRY: dict[str, type[Backend]] = {}
-# Backends that live in their own module, imported on first use so that importing
-# hetsched does not import cvxpy or PuLP.
-_LAZY: dict[str, str] = {
-    "highs": "hetsched.solvers.highs:HighsBackend",
-    "clarabel": "hetsched.solvers.clarabel_backend:ClarabelBackend",
-    "cvxpy": "hetsched.solvers.cvxpy_backend:CvxpyBackend",
-    "pulp": "hetsched.solvers.pulp_backend:PulpBackend",
-    # exact block-angular path for level / max-sum LPs at scale (docs/scaling.md); opt-in
-    "structured": "hetsched.structured.backend:StructuredBackend",
-}
 
 
 def register_backend(cls: type[Backend]) -> type[Backend]:
     """Register a :class:`Backend` subclass under ``cls.name`` (usable as a decorator)."""
     if not cls.name:
         raise ValueError("a backend class needs a non-empty `name`")
+    if not isinstance(cls.capabilities, Capabilities):
+        raise ValueError(f"backend {cls.name!r}: `capabilities` must be a hetsched.solvers.Capabilities")
     _REGISTRY[cls.name] = cls
     return cls
 
 
-def _load(name: str) -> type[Backend] | None:
-    if name in _REGISTRY:
-        return _REGISTRY[name]
-    target = _LAZY.get(name)
-    if target is None:
-        return None
-    module, attr = target.split(":")
-    try:
-        cls = getattr(importlib.import_module(module), attr)
-    except (ImportError, AttributeError):
-        return None
-    _REGISTRY[name] = cls
-    return cls
+def _installed(name: str) -> type[Backend] | None:
+    cls = _REGISTRY.get(name)
+    return cls if cls is not None and cls.available() else None
 
 
 def registered_solvers() -> list[str]:
     """Every backend name hetsched knows, installed or not."""
-    return sorted(set(_REGISTRY) | set(_LAZY))
+    return sorted(_REGISTRY)
 
 
 def available_solvers() -> list[str]:
     """Backend names whose solver package is installed here."""
-    out = []
-    for name in registered_solvers():
-        cls = _load(name)
-        if cls is not None and cls.available():
-            out.append(name)
-    return out
+    return [name for name in registered_solvers() if _installed(name) is not None]
 
 
 def get_backend(name: str) -> Backend:
@@ -73,13 +61,28 @@ def get_backend(name: str) -> Backend:
     """
     if not isinstance(name, str):
         raise UnknownSolverError(f"`solver` must be a string; got {name!r}.")
-    cls = _load(name)
-    if cls is None or not cls.available():
+    cls = _installed(name)
+    if cls is None:
         raise UnknownSolverError(
             f"`solver` {name!r} is not an installed backend; choose one of "
             f"{['auto', *available_solvers()]}."
         )
     return cls()
+
+
+def capabilities(name: str) -> Capabilities:
+    """The :class:`~hetsched.solvers.base.Capabilities` of registered backend ``name``
+    (installed or not).
+
+    Raises
+    ------
+    UnknownSolverError
+        If no backend of that name is registered.
+    """
+    cls = _REGISTRY.get(name) if isinstance(name, str) else None
+    if cls is None:
+        raise UnknownSolverError(f"`solver` {name!r} is not a registered backend; choose one of {registered_solvers()}.")
+    return cls.capabilities
 
 
 #: Variables from which "auto" sends an LP to an interior-point method. Measured on
@@ -96,7 +99,28 @@ AUTO_IPM_MIN_VARS = 2_000
 AUTO_STRUCTURED_MIN_VARS = 20_000
 
 
-def choose_auto(lp: LinearProgram) -> tuple[str, dict[str, Any]]:
+def highs_options(lp: LinearProgram) -> dict[str, Any]:
+    """HiGHS' algorithm for ``lp``: branch-and-cut for integer programs, dual simplex below
+    :data:`AUTO_IPM_MIN_VARS` variables, IPX with crossover (a vertex) above."""
+    if lp.is_mip:
+        return {}
+    if lp.n_vars < AUTO_IPM_MIN_VARS:
+        return {"solver": "simplex"}
+    return {"solver": "ipm", "run_crossover": "on"}
+
+
+def _auto_candidates(lp: LinearProgram) -> list[tuple[str, dict[str, Any]]]:
+    """The backends "auto" would use for ``lp``, best first (the measured choice)."""
+    if lp.is_mip or lp.n_vars < AUTO_IPM_MIN_VARS:
+        return [("highs", highs_options(lp))]
+    out: list[tuple[str, dict[str, Any]]] = []
+    if lp.n_vars >= AUTO_STRUCTURED_MIN_VARS and "structure" in lp.meta:
+        out.append(("structured", {}))
+    out += [("clarabel", {}), ("highs", highs_options(lp))]
+    return out
+
+
+def choose_auto(lp: LinearProgram, *, require: Iterable[str] = ()) -> tuple[str, dict[str, Any]]:
     """The backend and options ``solver="auto"`` uses for ``lp``.
 
     * integer programs: HiGHS branch-and-cut;
@@ -107,16 +131,27 @@ def choose_auto(lp: LinearProgram) -> tuple[str, dict[str, Any]]:
       (:mod:`hetsched.structured`), which hands a program it cannot certify to the choice below;
     * other larger LPs: Clarabel's interior point called directly (HiGHS IPX with crossover
       when Clarabel is not installed).
+
+    Parameters
+    ----------
+    lp : LinearProgram
+    require : iterable of str
+        Capability flags (:class:`~hetsched.solvers.base.Capabilities`) the backend must
+        have: candidates without them are skipped, e.g. ``("general",)`` for the structured
+        path's own fallback, ``("warm_start",)`` for a program re-solved in place.
+
+    Raises
+    ------
+    CapabilityError
+        No installed backend of the choice has the required capabilities.
     """
-    if lp.is_mip:
-        return "highs", {}
-    if lp.n_vars < AUTO_IPM_MIN_VARS:
-        return "highs", {"solver": "simplex"}
-    if lp.n_vars >= AUTO_STRUCTURED_MIN_VARS and "structure" in lp.meta:
-        cls = _load("structured")
-        if cls is not None and cls.available():
-            return "structured", {}
-    cls = _load("clarabel")
-    if cls is not None and cls.available():
-        return "clarabel", {}
-    return "highs", {"solver": "ipm", "run_crossover": "on"}
+    need = tuple(require)
+    Capabilities().has(need)  # unknown flag names raise ValidationError
+    for name, options in _auto_candidates(lp):
+        cls = _installed(name)
+        if cls is not None and cls.capabilities.has(need) and (cls.capabilities.mip or not lp.is_mip):
+            return name, options
+    raise CapabilityError(
+        f"`solver` 'auto' found no installed backend with capabilities {list(need)} for program {lp.name!r}; "
+        f"installed: {available_solvers()}."
+    )

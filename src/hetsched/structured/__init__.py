@@ -7,7 +7,7 @@ per-job pricing, a small restricted master over the jobs near a tie plus aggrega
 columns for all others, and a dual certificate that proves the result optimal for the
 whole LP (see :mod:`hetsched.structured.solver` and ``docs/scaling.md``).
 
-Importing this package registers the backend ``solver="structured"``:
+The backend ``solver="structured"`` registers itself (:mod:`.backend`):
 
 >>> import hetsched as hs, hetsched.structured
 >>> jobs = hs.JobSet([[2.0, 1.0], [1.0, 1.0]], gpu_types=["fast", "slow"])
@@ -18,12 +18,9 @@ Importing this package registers the backend ``solver="structured"``:
 
 from __future__ import annotations
 
-from ..solvers.registry import register_backend
 from .backend import StructuredBackend, structured_options
 from .problem import SeparableProblem, recognize
 from .solver import StructuredOptions, StructuredResult, solve_separable
-
-register_backend(StructuredBackend)
 
 __all__ = [
     "SeparableProblem",

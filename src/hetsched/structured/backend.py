@@ -19,7 +19,8 @@ import numpy as np
 
 from ..errors import ValidationError
 from ..program import LinearProgram
-from ..solvers.base import Backend, SolverOutput
+from ..solvers.base import Backend, Capabilities, SolverOutput
+from ..solvers.registry import choose_auto, get_backend, register_backend
 from .problem import SeparableProblem, recognize
 from .solver import StructuredOptions, StructuredResult, solve_separable
 
@@ -91,21 +92,7 @@ def _row_duals(lp: LinearProgram, P: SeparableProblem, r: StructuredResult) -> n
     return d
 
 
-def _general_choice(lp: LinearProgram) -> tuple[str, dict[str, Any]]:
-    """The general LP path for ``lp``: HiGHS for MIPs and small LPs, Clarabel (or IPX) above."""
-    from ..solvers.registry import AUTO_IPM_MIN_VARS, get_backend
-
-    if lp.is_mip:
-        return "highs", {}
-    if lp.n_vars < AUTO_IPM_MIN_VARS:
-        return "highs", {"solver": "simplex"}
-    try:
-        get_backend("clarabel")
-        return "clarabel", {}
-    except ValidationError:
-        return "highs", {"solver": "ipm", "run_crossover": "on"}
-
-
+@register_backend
 class StructuredBackend(Backend):
     """Exact structured solver for block-angular allocation LPs (see :mod:`hetsched.structured`).
 
@@ -116,8 +103,8 @@ class StructuredBackend(Backend):
 
     name = "structured"
     module = "highspy"
-    supports_mip = False
-    provides_duals = True
+    # recognizes block-angular programs only and hands the others to a general backend
+    capabilities = Capabilities(duals=True, general=False)
 
     def solve(self, lp: LinearProgram, *, time_limit: float | None = None,
               options: Mapping[str, Any] | None = None) -> SolverOutput:
@@ -147,20 +134,17 @@ class StructuredBackend(Backend):
         return self._delegate(lp, fallback, remaining, t0, f"{r.status}: {r.message}", info)
 
     def _delegate(self, lp, fallback, time_limit, t0, reason, info=None) -> SolverOutput:
-        from ..solvers.registry import choose_auto, get_backend
-
         if fallback == "none":
             return SolverOutput(status="unknown", x=self.no_solution(lp), objective=float("nan"), has_solution=False,
                                 native_status="not solved", message=f"structured: {reason}; no fallback",
                                 solve_s=time.perf_counter() - t0, backend=self.name, info=dict(info or {}))
-        if fallback == "auto":
-            name, opts = choose_auto(lp)
-            if name == self.name:  # "auto" may send large level LPs here: fall back to its general choice
-                name, opts = _general_choice(lp)
+        if fallback == "auto":  # what "auto" picks among backends that solve any program
+            name, opts = choose_auto(lp, require=("general",))
         else:
             name, opts = fallback, {}
-        if name == self.name:
-            raise ValidationError("`options['fallback']` cannot be 'structured' itself.")
+            if not get_backend(name).capabilities.general:
+                raise ValidationError(f"`options['fallback']` must be a backend that solves any program "
+                                      f"(capabilities.general), 'auto' or 'none'; got {name!r}.")
         if time_limit is not None and time_limit <= 0:
             return SolverOutput(status="time_limit", x=self.no_solution(lp), objective=float("nan"),
                                 has_solution=False, native_status="not started",
