@@ -145,15 +145,18 @@ class _Top2:
             s[i][rs] = cand[i][beats_s]
 
 
-def floor_best(A: np.ndarray, U: np.ndarray, price: np.ndarray, c: np.ndarray, f: np.ndarray) -> FloorChoice:
+def floor_best(A: np.ndarray, U: np.ndarray, price, c: np.ndarray, f: np.ndarray) -> FloorChoice:
     """Best and runner-up vertex of :math:`P_j` for profit :math:`r = c - \\text{price}`,
     ``price[j, k]`` the cost of a unit of time of job j on type k at the current capacity
-    prices (:math:`W_{jk}\\lambda_k` plus any host-resource rows)."""
+    prices (:math:`W_{jk}\\lambda_k` plus any host-resource rows): an array, or a function
+    of a row slice returning that slice's prices (so that no (n, m) array is built)."""
     n, m = A.shape
     out = FloorChoice(n)
     for s in range(0, n, CHUNK_ROWS):
         e = min(n, s + CHUNK_ROWS)
-        _floor_chunk(A[s:e], U[s:e], price[s:e], c[s:e], f[s:e], out, slice(s, e))
+        sl = slice(s, e)
+        pr = price(sl) if callable(price) else price[sl]
+        _floor_chunk(A[sl], U[sl], pr, c[sl], f[sl], out, sl)
     return out
 
 

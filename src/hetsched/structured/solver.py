@@ -837,20 +837,16 @@ class _Vertices:
     k: np.ndarray
     delta: np.ndarray
 
-    def dense(self, m: int, u: np.ndarray | None = None, s: np.ndarray | None = None) -> np.ndarray:
-        """The allocation (len, m) at moves ``u`` and shrinks ``s`` (the vertex when None)."""
-        n = self.k.shape[0]
-        X = np.zeros((n, m))
-        r = np.arange(n)
+    def entries(self, u: np.ndarray | None = None, s: np.ndarray | None = None) -> list:
+        """(type, amount) entries of the allocation at moves ``u`` and shrinks ``s`` (the
+        vertex when None); within one entry each job appears once."""
         w0 = 1.0 if u is None else 1.0 - u
-        for k, a in self.v0:  # the two entries of one vertex are on different types
-            X[r, k] += w0 * a
+        out = [(k, w0 * a) for k, a in self.v0]
         if u is not None:
-            for k, a in self.v1:
-                X[r, k] += u * a
+            out += [(k, u * a) for k, a in self.v1]
         if s is not None:
-            X[r, self.k] += s * self.delta
-        return X
+            out.append((self.k, s * self.delta))
+        return out
 
     def loads(self, P: SeparableProblem, rows: np.ndarray) -> np.ndarray:
         """Coupling-row loads (n_cap,) of the current vertices of jobs ``rows``."""
@@ -979,7 +975,8 @@ def _solve_floor(P: SeparableProblem, opts: StructuredOptions, deadline: float |
                 amb[amb0] = True
             else:
                 lam_best = lam
-                best_upper = float(lam @ C_fin + floor_best(A, P.U, P.price(lam), c, f).value.sum()) + P.offset
+                best_upper = float(lam @ C_fin + floor_best(A, P.U, lambda sl: P.price(lam, sl), c, f).value.sum()) \
+                    + P.offset
     for rnd in range(1, opts.max_rounds + 1):
         if deadline is not None and time.perf_counter() > deadline:
             res.status, res.message = "time_limit", f"time limit after {rnd - 1} master solves"
@@ -991,7 +988,7 @@ def _solve_floor(P: SeparableProblem, opts: StructuredOptions, deadline: float |
             if priced is not None and priced[0] is lam:  # last round priced every job at these prices
                 ch = priced[1].take(fj)
             else:
-                ch = floor_best(A[fj], P.U[fj], P.price(lam, fj), c[fj], f[fj])
+                ch = floor_best(A[fj], P.U[fj], lambda sl: P.price(lam, fj[sl]), c[fj], f[fj])
             V, gid, uj, sj, agg = _floor_groups(P, fj, ch, lam, opts)
             if np.any(~np.isfinite(ch.value)):  # a fixed job with no vertex: let the LP see it
                 amb[fj[~np.isfinite(ch.value)]] = True
@@ -1021,24 +1018,22 @@ def _solve_floor(P: SeparableProblem, opts: StructuredOptions, deadline: float |
         lam = 0.5 * (lam_best + lam_master) if coarse_phase and best_gap > opts.coarse_gap else lam_master
         t_p = time.perf_counter()
         if V is None:
-            Xf = np.zeros((0, m))
+            ent = []
         elif agg is not None:
             uu = np.where(uj >= 0, u[np.maximum(uj, 0)], 0.0)
             ss = np.where(sj >= 0, u[np.maximum(sj, 0)], 0.0)
-            Xf = V.dense(m, uu, ss)
+            ent = V.entries(uu, ss)
         else:
-            Xf = V.dense(m)
-        X = np.zeros((n, m))
-        X[amb_idx] = Xa
-        X[fj] = Xf
-        lower = float((c * X).sum()) + P.offset
-        full, upper, viol = _floor_pricing(P, lam, fj, Xf, C_fin, opts)
+            ent = V.entries()
+        # the fixed jobs' allocation stays sparse (entries) until the certificate holds
+        lower = float((c[amb_idx] * Xa).sum()) + sum(float(c[fj, k] @ a) for k, a in ent) + P.offset
+        full, upper, viol = _floor_pricing(P, lam, fj, ent, C_fin, opts)
         gap = (upper - lower) / max(abs(lower), 1e-300)
         if viol.size == 0 and gap > opts.gap_tol and lam is not lam_master:
             # no violators at the stabilized prices proves nothing about the master's jobs:
             # price at the master's own prices before concluding
             lam = lam_master
-            full, upper, viol = _floor_pricing(P, lam, fj, Xf, C_fin, opts)
+            full, upper, viol = _floor_pricing(P, lam, fj, ent, C_fin, opts)
             gap = (upper - lower) / max(abs(lower), 1e-300)
         priced = (lam, full)
         res.pricing_s += time.perf_counter() - t_p
@@ -1057,6 +1052,10 @@ def _solve_floor(P: SeparableProblem, opts: StructuredOptions, deadline: float |
             z = np.zeros(n)
             y[fj], z[fj] = full.y[fj], full.z[fj]
             y[amb_idx], z[amb_idx] = ya, za
+            X = np.zeros((n, m))
+            X[amb_idx] = Xa
+            for k, a in ent:
+                X[fj, k] += a
             res.X, res.lam, res.y, res.z = X, lam, y, z
             res.lower, res.upper = lower, max(upper, lower)
             res.objective = lower
@@ -1074,21 +1073,24 @@ def _solve_floor(P: SeparableProblem, opts: StructuredOptions, deadline: float |
     return res
 
 
-def _floor_pricing(P: SeparableProblem, lam: np.ndarray, fj: np.ndarray, Xf: np.ndarray, C_fin: np.ndarray,
+def _floor_pricing(P: SeparableProblem, lam: np.ndarray, fj: np.ndarray, ent: list, C_fin: np.ndarray,
                    opts: StructuredOptions):
     """Closed-form pricing of every job at ``lam``: (choices, Lagrangian upper bound, violators).
 
-    Violators are fixed jobs (rows ``fj`` at ``Xf``) whose best vertex at ``lam`` beats
-    their current one by more than a relative 1e-9.
+    Violators are fixed jobs (rows ``fj``, allocated the (type, amount) entries ``ent``)
+    whose best vertex at ``lam`` beats their current one by more than a relative 1e-9.
+    Prices are computed chunk by chunk, never as one (n, m) array.
     """
     A, c = P.A, P.c
-    price = P.price(lam)
-    full = floor_best(A, P.U, price, c, P.floors)
+    full = floor_best(A, P.U, lambda sl: P.price(lam, sl), c, P.floors)
     upper = float(lam @ C_fin + full.value.sum()) + P.offset
-    pf = price[fj]
-    rr = np.where(P.U[fj], c[fj] - pf, 0.0)
-    cur = (rr * Xf).sum(axis=1)
-    scale_f = ((np.abs(c[fj]) + pf) * (Xf + 1e-300)).sum(axis=1) + np.abs(full.value[fj])
+    cur = np.zeros(fj.size)
+    size = np.zeros(fj.size)
+    for k, a in ent:
+        p, ck = P.price_at(fj, k, lam), c[fj, k]
+        cur += (ck - p) * a
+        size += (np.abs(ck) + p) * a
+    scale_f = size + np.abs(full.value[fj])
     excess = (full.value[fj] - cur) / (scale_f + 1e-300)
     return full, upper, _most_violated(fj, excess, 1e-9, opts, P.n)
 
