@@ -22,11 +22,19 @@ Three parts (each prints a table and writes a CSV under ``benchmarks/results/``)
    workload, same settings, true throughputs known): average JCT and its change, for report
    noise 0, 0.1 and 0.3 and with or without a reference table (a generated catalogue with
    another seed: profiled types that are not the workload's).
+4. ``online_drivers.csv`` (``--parts drivers``, not in the default set) — the rows of
+   ``benchmarks/simulation_speed.py --quick`` (Gavel's cluster and table, window 100-400,
+   800 jobs, max-min fairness) through ``simulate``'s own per-round call and through the
+   ``OnlineScheduler`` driver (``simulate_online(learn=False)``, in-memory store), run
+   interleaved, best of ``--repeats``; then one more online run per row with the time
+   inside the store's transactions (SQL and commit) counted, to split the online driver's
+   extra time per round into the store part and the rest.
 
 Usage::
 
     python benchmarks/online.py --quick      # 2,000 jobs / 200 GPUs, fewer seeds (~1 min)
     python benchmarks/online.py              # the sizes above
+    python benchmarks/online.py --parts drivers --repeats 3
 """
 
 from __future__ import annotations
@@ -154,6 +162,63 @@ def jct(n_jobs: int, seeds: list[int], policies: list[str]) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
+def drivers(repeats: int) -> pd.DataFrame:
+    """Part 4: simulate's loop against the OnlineScheduler driver on the quick speed rows."""
+    import contextlib
+
+    from hetsched.online import simulate_online
+    from hetsched.online import store as store_module
+    from hetsched.sim.bench import GAVEL_CLUSTER, MIXES, gavel_catalogue
+
+    cat, cat_name = gavel_catalogue(GAVEL)
+    out = []
+    for mix, load, placement in [("single", 4.0, False), ("single", 4.0, True), ("multi", 1.5, False)]:
+        tr = hs.generate_workload(800, rate_per_hour=load, seed=0, catalogue=cat, scale_factor_probs=MIXES[mix])
+        cl = hs.Cluster.from_servers(GAVEL_CLUSTER, gpus_per_server=8) if placement else hs.Cluster(GAVEL_CLUSTER)
+        kw = {"window": (100, 400), "max_time": 200 * 24 * 3600.0, "placement": placement, "seed": 0,
+              "record_runs": False}
+        runs = {"simulate": hs.simulate, "online": lambda p, t, c, **k: simulate_online(p, t, c, learn=False, **k)}
+        wall: dict[str, list[float]] = {name: [] for name in runs}
+        jct = {}
+        for _ in range(repeats):              # interleaved: both see the same machine noise
+            for name, fn in runs.items():
+                t0 = time.perf_counter()
+                res = fn("max_min_fairness", tr, cl, **kw)
+                wall[name].append(time.perf_counter() - t0)
+                jct[name] = res.summary["avg_jct"]
+                n_rounds = res.summary["n_rounds"]
+        spent = [0.0]
+        original = store_module.Store.transaction
+
+        @contextlib.contextmanager
+        def timed(self, _orig=original, _spent=spent):
+            t0 = time.perf_counter()
+            with _orig(self) as cur:
+                yield cur
+            _spent[0] += time.perf_counter() - t0
+
+        store_module.Store.transaction = timed
+        try:
+            t0 = time.perf_counter()
+            simulate_online("max_min_fairness", tr, cl, learn=False, **kw)
+            split_wall = time.perf_counter() - t0
+        finally:
+            store_module.Store.transaction = original
+        best_old, best_new = min(wall["simulate"]), min(wall["online"])
+        extra = (best_new - best_old) / n_rounds
+        store_ms = 1e3 * spent[0] / n_rounds
+        out.append({"mix": mix, "load": load, "placement": placement, "throughputs": cat_name, "rounds": n_rounds,
+                    "simulate_best_s": best_old, "online_best_s": best_new,
+                    "simulate_all_s": " ".join(f"{x:.2f}" for x in wall["simulate"]),
+                    "online_all_s": " ".join(f"{x:.2f}" for x in wall["online"]),
+                    "online_over_simulate": best_new / best_old, "same_avg_jct": jct["simulate"] == jct["online"],
+                    "extra_ms_per_round": 1e3 * extra, "store_ms_per_round": store_ms,
+                    "rest_ms_per_round": 1e3 * extra - store_ms, "split_run_s": split_wall})
+        print(f"  drivers {mix} {load} placement={placement}: simulate {best_old:.2f} s, online {best_new:.2f} s "
+              f"({best_new / best_old:.2f}x), {n_rounds} rounds", flush=True)
+    return pd.DataFrame(out)
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--quick", action="store_true")
@@ -161,6 +226,7 @@ def main() -> None:
     ap.add_argument("--gpus", type=int, default=None)
     ap.add_argument("--rounds", type=int, default=None)
     ap.add_argument("--parts", default="speed,estimator,jct")
+    ap.add_argument("--repeats", type=int, default=3, help="best of this many runs (part drivers)")
     args = ap.parse_args()
     n_jobs = args.jobs or (2000 if args.quick else 10_000)
     n_gpus = args.gpus or (200 if args.quick else 1000)
@@ -188,6 +254,12 @@ def main() -> None:
         df.to_csv(RESULTS / "online_jct.csv", index=False)
         summary = df.groupby(["policy", "mode", "noise", "reference"])[["avg_jct_h", "jct_change_pct"]].mean()
         print(summary.round(2).to_string())
+    if "drivers" in parts:
+        load0 = os.getloadavg()[0]
+        df = drivers(args.repeats)
+        df["loadavg_before"], df["loadavg_after"] = load0, os.getloadavg()[0]
+        df.to_csv(RESULTS / "online_drivers.csv", index=False)
+        print(df.drop(columns=["simulate_all_s", "online_all_s"]).round(3).to_string(index=False))
 
 
 if __name__ == "__main__":

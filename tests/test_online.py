@@ -39,10 +39,14 @@ def _cluster() -> hs.Cluster:
     return hs.Cluster.from_servers({"v100": 4, "p100": 4, "k80": 4}, gpus_per_server=2)
 
 
+_default_cluster = _cluster
+
+
 # --------------------------------------------------------------------------- restart equivalence
 _ops = st.lists(st.one_of(
-    st.tuples(st.just("submit"), st.integers(1, 2), st.floats(0.5, 5.0), st.booleans()),
-    st.tuples(st.just("report"), st.integers(0, 20), st.floats(0.0, 2000.0), st.floats(10.0, 400.0)),
+    st.tuples(st.just("submit"), st.integers(1, 2), st.floats(0.5, 5.0), st.booleans(), st.booleans()),
+    st.tuples(st.just("report"), st.integers(0, 20), st.floats(0.0, 2000.0), st.floats(10.0, 400.0),
+              st.sampled_from(["own", "partner", "spread"])),
     st.tuples(st.just("complete"), st.integers(0, 20)),
     st.tuples(st.just("cancel"), st.integers(0, 20)),
     st.tuples(st.just("round"), st.floats(0.0, 500.0)),
@@ -56,12 +60,16 @@ def _apply(sched: OnlineScheduler, op: tuple, n_submitted: list[int], clock: lis
         i = n_submitted[0]
         n_submitted[0] += 1
         thr = {"v100": op[2] * 3, "p100": op[2] * 2, "k80": op[2]} if op[3] else None
-        sched.submit(f"j{i}", scale_factor=op[1], throughputs=thr, total_steps=1e5, arrival=clock[0])
+        # a pair with the job submitted before (an error, compared as such, when gangs differ)
+        pairs = {f"j{i - 1}": {"v100": (op[2] * 2, 1.5), "k80": (op[2] * 0.7, 0.6)}} if op[4] and i else None
+        sched.submit(f"j{i}", scale_factor=op[1], throughputs=thr, total_steps=1e5, arrival=clock[0],
+                     pair_throughputs=pairs, spread_throughputs={"v100": op[2]} if op[3] else None)
         return None
     if kind == "report":
         j = f"j{op[1]}"
         typ = TYPES[op[1] % 3]
-        sched.report(j, typ, op[2], op[3])
+        sched.report(j, typ, op[2], op[3], partner=f"j{op[1] + 1}" if op[4] == "partner" else None,
+                     spread=op[4] == "spread")
         return None
     if kind in ("complete", "cancel"):
         getattr(sched, kind)(f"j{op[1]}")
@@ -70,17 +78,33 @@ def _apply(sched: OnlineScheduler, op: tuple, n_submitted: list[int], clock: lis
     return sched.next_round(clock[0]).key()
 
 
-@pytest.mark.parametrize("scheduler", ["max_min_fairness", "tiresias"])
+_RESTART = {
+    "max_min_fairness": lambda: "max_min_fairness",
+    "tiresias": lambda: hs.Tiresias(thresholds=(600.0,)),
+    # pair rates given at submit and learned from reports with partner=, spread rates likewise
+    "packed": lambda: hs.policies.MaxMinFairness(packing="workload"),
+    "placement_sensitive": lambda: hs.policies.MaxSumThroughput(placement_sensitivity="workload"),
+    # elastic GPU counts; reports are scaled by the plan's scaling to learn the job's own rate
+    "sia": lambda: hs.policies.Sia(),
+}
+
+
+@pytest.mark.parametrize("scheduler", sorted(_RESTART))
 @settings(max_examples=12, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(ops=_ops, cut=st.integers(0, 25))
 def test_reopened_store_plans_what_an_uninterrupted_twin_plans(tmp_path_factory, scheduler, ops, cut):
     """Kill (close) between any two calls, reopen, and every later plan equals the twin's."""
-    make = (lambda: hs.Tiresias(thresholds=(600.0,))) if scheduler == "tiresias" else (lambda: scheduler)
+    make = _RESTART[scheduler]
+    # packed: one GPU per type, so that jobs contend and share
+    _cluster = (lambda: hs.Cluster.from_servers(dict.fromkeys(TYPES, 1), gpus_per_server=1)) \
+        if scheduler == "packed" else _default_cluster
     d = tmp_path_factory.mktemp("store")
     twin = OnlineScheduler(make(), _cluster(), store=d / "twin.db", round_seconds=360.0)
     path = d / "cut.db"
     other = OnlineScheduler(make(), _cluster(), store=path, round_seconds=360.0)
     sub_a, sub_b, clk_a, clk_b = [0], [0], [0.0], [0.0]
+    if scheduler in ("packed", "sia"):   # enough contending jobs that pairs / elastic rows appear
+        ops = [("submit", 1, 1.0 + i, True, True) for i in range(4)] + ops
     ops = ops + [("round", 360.0)]
     for i, op in enumerate(ops):
         if i == cut:
@@ -102,20 +126,37 @@ def test_reopened_store_plans_what_an_uninterrupted_twin_plans(tmp_path_factory,
 
 
 # --------------------------------------------------------------------------- the simulated driver
-@pytest.mark.parametrize("scheduler", ["max_min_fairness", "finish_time_fairness", "fifo", "tiresias"])
+_KINDS = {
+    "max_min_fairness": lambda: "max_min_fairness",
+    "finish_time_fairness": lambda: "finish_time_fairness",
+    "fifo": lambda: "fifo",
+    "tiresias": lambda: hs.Tiresias(),
+    "packed": lambda: hs.policies.MaxMinFairness(packing="workload"),
+    "placement_sensitive": lambda: hs.policies.MaxSumThroughput(placement_sensitivity="workload"),
+    "sia": lambda: hs.policies.Sia(),
+}
+
+
+@pytest.mark.parametrize("kind", sorted(_KINDS))
 @pytest.mark.parametrize("topology", [False, True])
-def test_simulated_clock_driver_equals_simulate(scheduler, topology):
-    """The OnlineScheduler driven by a simulated clock, told the true throughputs, gives the
-    same jobs table as simulate (bit for bit)."""
-    sched = hs.Tiresias() if scheduler == "tiresias" else scheduler
-    trace = hs.generate_workload(25, rate_per_hour=4.0, seed=3, long_job_prob=0.0)
+def test_simulated_clock_driver_equals_simulate(kind, topology):
+    """Every scheduler kind simulate runs with mechanism="rounds" (whole gangs, pairs, spread
+    rows, elastic configurations, Tiresias): the OnlineScheduler driven by a simulated clock,
+    told the true throughputs (pairs from the workload's catalogue by job type, spread rates
+    at submit), gives the same jobs table as simulate's own loop (bit for bit)."""
+    trace = hs.generate_workload(25, rate_per_hour=4.0, seed=3, long_job_prob=0.0, pairs=kind == "packed")
     counts = {"v100": 8, "p100": 8, "k80": 8}
     cluster = hs.Cluster.from_servers(counts, gpus_per_server=4) if topology else hs.Cluster(counts)
-    a = hs.simulate(sched, trace, cluster, seed=1)
-    b = simulate_online(hs.Tiresias() if scheduler == "tiresias" else scheduler, trace, cluster, learn=False, seed=1)
+    a = hs.simulate(_KINDS[kind](), trace, cluster, seed=1)
+    b = simulate_online(_KINDS[kind](), trace, cluster, learn=False, seed=1)
+    assert b.config["driver"] == "online" and "driver" not in a.config
     for col in ("jct", "start", "finish", "steps_done", "preemptions", "restarts", "isolated_time"):
         np.testing.assert_array_equal(a.jobs[col].to_numpy(), b.jobs[col].to_numpy(), err_msg=col)
     assert a.summary["avg_jct"] == b.summary["avg_jct"]
+    if kind == "packed":            # the comparison covers rounds where jobs shared GPUs
+        assert (a.runs["partner"] >= 0).any()
+    if kind == "sia":               # ... and elastic GPU counts other than the gang
+        assert (a.runs["gpus"] != a.jobs["scale_factor"].to_numpy()[a.runs["job"]]).any()
 
 
 def test_learned_throughputs_converge_and_simulate_option_routes_there():
@@ -462,7 +503,8 @@ def test_stored_state_is_json_and_arrays_and_names_only_registered_classes(tmp_p
 
 
 @pytest.mark.parametrize(("version", "message"), [("1", "schema version 1 .*pickle"),
-                                                  ("3", "schema version 3; .*reads version 2 only")])
+                                                  ("2", r"schema version 2 \(no pair or spread rates\)"),
+                                                  ("4", "schema version 4; .*reads version 3 only")])
 def test_older_and_newer_schema_versions_are_refused(tmp_path, version, message):
     path = tmp_path / "s.db"
     OnlineScheduler("fifo", hs.Cluster({"v100": 2}), store=path).close()

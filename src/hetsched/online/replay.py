@@ -3,14 +3,18 @@
 The driver plays the cluster: it submits each job when it arrives, asks ``next_round(t)``
 for the plan, runs the plan's rows on the simulator's :class:`~hetsched.sim.ledger.Ledger`
 at the jobs' *true* throughputs, reports what each job did (``report(job, type, steps,
-seconds)``), completes the jobs that finished and moves the clock one round. It follows
-:func:`hetsched.simulate` step for step (arrivals, idle jumps, stalls, windows, the
-result tables), so with the true throughputs given at submit and exact reports the two give
-the same jobs table (``tests/test_online.py`` checks it), and with ``learn=True`` the only
-difference is what the scheduler knows about throughputs:
+seconds, partner=, spread=, gpus=)``), completes the jobs that finished and moves the clock
+one round. The loop is :func:`hetsched.sim.simulator.run_rounds`, the one
+:func:`hetsched.simulate` runs (arrivals, idle jumps, stalls, windows, the result tables);
+only the per-round call differs. So with the true throughputs given at submit (pair rates
+from the workload's catalogue by job type, spread rates at submit) and exact reports the two
+give the same jobs table for every scheduler kind (``tests/test_online.py`` checks it), and
+with ``learn=True`` the only difference is what the scheduler knows about throughputs:
 
 * ``learn=True``: jobs are submitted without throughputs or job type; the scheduler starts
-  from the estimator's prior and learns from the reports;
+  from the estimator's prior and learns from the reports (spread rates from reports of
+  spread gangs; Sia's rows through its scaling, ``OnlinePlan.scaling``); packed policies are
+  refused (without a job type no pair has a prior);
 * ``report_noise=s``: each reported step count is the true one times
   :math:`e^{s Z}`, :math:`Z \\sim N(0, 1)` (seeded by ``seed``), so both the measured
   throughput and the steps the scheduler believes done are noisy; completion is decided by
@@ -30,15 +34,17 @@ from ..cluster import Cluster
 from ..errors import ValidationError
 from ..sim.ledger import Ledger
 from ..sim.options import SimOptions
+from ..sim.policy_scheduler import WORKLOAD
 from ..sim.result import SimulationResult
+from ..sim.rounds import RoundRows
 from ..sim.simulator import (
-    RoundClock,
+    _add_plan_time,
     _options,
     _result,
-    _solve_columns,
     _trace,
     _Workload,
     as_scheduler,
+    run_rounds,
 )
 from ..throughputs import ThroughputCatalogue
 from .scheduler import OnlineScheduler
@@ -93,12 +99,26 @@ def simulate_online(scheduler: Any, workload: Any, cluster: Cluster, *, learn: b
     w = _Workload.build(trace, cluster, opts, sched)
     w.config.update({"learn_throughputs": bool(learn), "report_noise": float(report_noise),
                      "throughput_reference": None if reference is None else repr(reference), "driver": "online"})
+    pol = getattr(sched, "policy", None)
+    packed = getattr(pol, "packing", None) is not None
+    if learn and packed:
+        raise ValidationError(
+            "`learn_throughputs=True` with a packed policy: simulated jobs are submitted without their job type "
+            "(it would reveal their throughputs), so their pair rates have no prior and no pair would ever be tried. "
+            "Simulate packed policies with learn_throughputs=False, or drive an OnlineScheduler with pair rates "
+            "given at submit (`pair_throughputs=`) and learned from reports (`report(..., partner=)`).")
+    # pairs of a catalogue workload come from its catalogue, looked up by each job's type
+    typed = not learn and getattr(pol, "packing", None) == WORKLOAD and w.context.get("catalogue") is not None
+    if typed and reference is None:
+        reference = w.context["catalogue"]
+    sensitive = getattr(pol, "placement_sensitivity", None) is not None and w.U is not None
     online = OnlineScheduler(sched, w.place_cluster if w.use_place else _no_topology(cluster),
                              store=store, round_seconds=opts.round_seconds, reference=reference,
                              ema_alpha=ema_alpha, completion=completion, learn=bool(learn), options=None,
                              synchronous="OFF")
     try:
-        return _drive(online, w, opts, wall0, learn=bool(learn), noise=float(report_noise))
+        return _drive(online, w, opts, wall0, learn=bool(learn), noise=float(report_noise),
+                      submit=_Submitter(w, learn=bool(learn), typed=typed, spread=sensitive and not learn))
     finally:
         online.close()
 
@@ -109,77 +129,114 @@ def _no_topology(cluster: Cluster) -> Cluster:
 
 
 def _drive(online: OnlineScheduler, w: _Workload, opts: SimOptions, wall0: float, *, learn: bool,
-           noise: float) -> SimulationResult:
-    n, L = w.n, opts.round_seconds
-    rng = np.random.default_rng(opts.seed)
+           noise: float, submit: _Submitter) -> SimulationResult:
     # the run log holds each job's exact steps of the round (reported as they are, so the
     # scheduler's books add the same numbers as the ledger's); dropped at the end if not asked for
     ledger = Ledger(w.total, len(w.types), restart_seconds=opts.restart_seconds, record_runs=True)
-    T, U = w.T, (w.U if w.U is not None else w.T)
-    timing = {"policy_s": 0.0, "mechanism_s": 0.0, "placement_s": 0.0}
-    c = RoundClock(w, opts, wall0)
-    t_first = c.t
-    hook, close = opts.progress_hook(n)
-    try:
-        while True:
-            arrived = c.admit()
-            if arrived is None:
-                break
-            for i in arrived.tolist():
-                _submit(online, w, i, learn)
-            if not arrived.size and not c.active.size:
-                continue
-            active, t, rnd = c.active, c.t, c.rnd
-            if c.changed:
-                ledger.iso_rate[active] = w.isolated_rates(active)   # the metric uses the true throughputs
-            plan = online.next_round(t)
-            rows = plan.rows
-            solve_s = float(rows.info.get("solve_s", math.nan))
-            timing["policy_s"] += solve_s if math.isfinite(solve_s) else 0.0
-            timing["mechanism_s"] += plan.timings["plan_s"] - (solve_s if math.isfinite(solve_s) else 0.0)
-            timing["placement_s"] += plan.timings["place_s"]
-            whole = not rows.is_pair.any() and bool((rows.gpus == w.s[rows.job]).all())
-            if learn and not whole:
-                raise ValidationError("learned throughputs need rows of one job on its own gang (no space "
-                                      "sharing, no elastic GPU counts); this scheduler returned others.")
-            if whole and rows.n_rows:
-                # progress at the true throughputs (consolidated, and spread over servers: the
-                # scheduler is not told the unconsolidated table, the cluster still has it)
-                rows = rows.take(np.arange(rows.n_rows), rate=T[rows.job, rows.gpu_type],
-                                 spread_rate=U[rows.job, rows.gpu_type])
-            logged = len(ledger.runs["job"])
-            out = ledger.progress(rows, plan.spread, plan.migrated, active, t, L, rnd, fluid=False)
-            if len(ledger.runs["job"]) > logged:
-                j, k = ledger.runs["job"][-1], ledger.runs["gpu_type"][-1]
-                steps, secs = ledger.runs["steps"][-1], out["row_seconds"][ledger.runs["unit"][-1]]
-                if noise > 0:
-                    steps = steps * np.exp(noise * rng.standard_normal(j.size))
-                for jj, kk, st, sc in zip(j.tolist(), k.tolist(), steps.tolist(), secs.tolist()):
-                    if sc > 0:
-                        online.report(jj, w.types[kk], st, sc)
-            fin = out["finished"]
-            for jj in active[fin].tolist():
-                online.complete(jj, now=float(ledger.finish[jj]))
-            ledger.log_round(round=rnd, start=t, seconds=L, n_active=int(active.size), n_running=out["n_running"],
-                             arrived=int(arrived.size), completed=int(fin.sum()), place_s=plan.timings["place_s"],
-                             preempted=out["preempted"], migrated=out["migrated"], restarts=out["restarts"],
-                             busy=out["busy"], **_solve_columns(rows.info))
-            if not c.end_round(fin, out["n_running"], rows.info):
-                break
-            if hook is not None:
-                hook(c.t, c.n_done)
-    finally:
-        close()
+    step = _OnlineStep(online, w, submit, learn=learn, noise=noise, seed=opts.seed)
+    c, t_first = run_rounds(w, opts, ledger, step, wall0)
     ledger.record_runs = opts.record_runs
-    res = _result(w, ledger, opts, c.status, c.rnd, c.t, t_first, wall0, timing)
-    res.extra["estimates"] = online.estimates(all_jobs=True).to_numpy() if n else np.zeros((0, len(w.types)))
+    res = _result(w, ledger, opts, c.status, c.rnd, c.t, t_first, wall0, step.timing)
+    res.extra["estimates"] = online.estimates(all_jobs=True).to_numpy() if w.n else np.zeros((0, len(w.types)))
     return res
 
 
-def _submit(online: OnlineScheduler, w: _Workload, i: int, learn: bool) -> None:
-    """Submit job ``i`` (its number is its id, so the loop's job numbers agree)."""
-    thr = None if learn else {t: float(v) for t, v in zip(w.types, w.T[i])}
-    online.submit(i, scale_factor=int(w.s[i]), throughputs=thr, total_steps=float(w.total[i]),
-                  weight=float(w.weights[i]), arrival=float(w.arrival[i]),
-                  deadline=None if w.deadlines is None or not np.isfinite(w.deadlines[i]) else float(w.deadlines[i]),
-                  entity=None if w.entities is None else str(w.entities[i]))
+class _OnlineStep:
+    """simulate_online's per-round call (see :func:`hetsched.sim.simulator.run_rounds`): submit
+    arrivals, ``next_round``, run the rows at the true rates, report what each job did and
+    complete the jobs that finished."""
+
+    def __init__(self, online: OnlineScheduler, w: _Workload, submit: _Submitter, *, learn: bool, noise: float,
+                 seed: int) -> None:
+        self.online, self.w, self.key, self.learn, self.noise = online, w, submit, learn, noise
+        self.rng = np.random.default_rng(seed)
+        self.T, self.U = w.T, (w.U if w.U is not None else w.T)
+        self.timing = {"policy_s": 0.0, "mechanism_s": 0.0, "placement_s": 0.0}
+        self.last: Any = None    # the last OnlinePlan
+        self.logged = 0
+
+    def start(self, t: float) -> None:
+        """The scheduler starts empty."""
+
+    def submit(self, arrived: np.ndarray) -> None:
+        for i in arrived.tolist():
+            self.key(self.online, i)
+
+    def plan(self, ledger: Ledger, active: np.ndarray, t: float, rnd: int, changed: bool
+             ) -> tuple[RoundRows, np.ndarray, np.ndarray, float]:
+        plan = self.last = self.online.next_round(t)
+        self.logged = len(ledger.runs["job"])
+        _add_plan_time(self.timing, plan.rows.info, plan.timings["plan_s"])
+        self.timing["placement_s"] += plan.timings["place_s"]
+        rows = plan.rows
+        if rows.n_rows:
+            rows = _true_rates(rows, rows.is_pair, plan.scaling, self.T, self.U, self.w.s,
+                               elastic=self.online.elastic, learn=self.learn)
+        return rows, plan.spread, plan.migrated, plan.timings["place_s"]
+
+    def ran(self, ledger: Ledger, rows: RoundRows, out: dict[str, Any], active: np.ndarray) -> None:
+        online, key, plan = self.online, self.key.key, self.last
+        if len(ledger.runs["job"]) > self.logged:      # the rows of this round that ran
+            j, k = ledger.runs["job"][-1], ledger.runs["gpu_type"][-1]
+            u = ledger.runs["unit"][-1]
+            steps, secs = ledger.runs["steps"][-1], out["row_seconds"][u]
+            if self.noise > 0:
+                steps = steps * np.exp(self.noise * self.rng.standard_normal(j.size))
+            mate = np.where(rows.job[u] == j, rows.partner[u], rows.job[u])
+            spread = plan.spread[u] if plan.spread.size else np.zeros(u.size, bool)
+            types = self.w.types
+            for jj, kk, st, sc, p, sp, g in zip(j.tolist(), k.tolist(), steps.tolist(), secs.tolist(),
+                                                mate.tolist(), spread.tolist(), rows.gpus[u].tolist()):
+                if sc > 0:
+                    online.report(key(jj), types[kk], st, sc, partner=None if p < 0 else key(p),
+                                  spread=sp and p < 0, gpus=g)
+        for jj in active[out["finished"]].tolist():
+            online.complete(key(jj), now=float(ledger.finish[jj]))
+
+
+def _true_rates(rows: RoundRows, pair: np.ndarray, scaling: np.ndarray, T: np.ndarray, U: np.ndarray,
+                s: np.ndarray, *, elastic: bool, learn: bool) -> RoundRows:
+    """The plan's rows at the cluster's true rates: a job alone on its gang at its true
+    throughput (consolidated, and spread over servers: the scheduler need not know the
+    unconsolidated table, the cluster still has it); with learned estimates, an elastic row at
+    the job's true throughput scaled as the plan scaled its estimate. Pair rows (and elastic
+    rows when the scheduler knows the truth) run at the plan's rates, which are then true."""
+    j, k = rows.job, rows.gpu_type
+    if elastic:
+        if not learn:
+            return rows
+        rate = T[j, k] * scaling
+        return rows.take(np.arange(rows.n_rows), rate=rate, spread_rate=rate)
+    own = ~pair & (rows.gpus == s[j])
+    if not own.any():
+        return rows
+    return rows.take(np.arange(rows.n_rows), rate=np.where(own, T[j, k], rows.rate),
+                     spread_rate=np.where(own, U[j, k], rows.spread_rate))
+
+
+class _Submitter:
+    """Submits the trace's jobs in arrival order, under their trace ids when those are str or
+    int (so tables keyed by job id bind as in :func:`hetsched.simulate`), else under their
+    numbers; either way the scheduler's job numbers are the loop's."""
+
+    def __init__(self, w: _Workload, *, learn: bool, typed: bool, spread: bool) -> None:
+        self.w, self.learn, self.typed, self.spread = w, learn, typed, spread
+        ids = w.ids.tolist()
+        ok = all(isinstance(v, (str, int)) and not isinstance(v, bool) for v in ids) and len(set(ids)) == len(ids)
+        self.ids = [str(v) if isinstance(v, str) else int(v) for v in ids] if ok else list(range(w.n))
+        cat = w.context.get("catalogue")
+        self.types = None if not typed else [str(cat.job_types[r]) for r in w.context["catalogue_rows"]]
+
+    def key(self, i: int) -> str | int:
+        """The id job ``i`` was submitted under."""
+        return self.ids[i]
+
+    def __call__(self, online: OnlineScheduler, i: int) -> None:
+        w = self.w
+        thr = None if self.learn else {t: float(v) for t, v in zip(w.types, w.T[i])}
+        online.submit(self.ids[i], scale_factor=int(w.s[i]), throughputs=thr, total_steps=float(w.total[i]),
+                      weight=float(w.weights[i]), arrival=float(w.arrival[i]),
+                      deadline=None if w.deadlines is None or not np.isfinite(w.deadlines[i]) else float(w.deadlines[i]),
+                      entity=None if w.entities is None else str(w.entities[i]),
+                      job_type=None if self.types is None else self.types[i],
+                      spread_throughputs=None if not self.spread else {t: float(v) for t, v in zip(w.types, w.U[i])})

@@ -32,6 +32,7 @@ a driver of this same object with a simulated clock.
 
 from __future__ import annotations
 
+import functools
 import json
 import logging
 import math
@@ -51,11 +52,13 @@ from ..jobs import STEPS_MAX, THROUGHPUT_RANGE, WEIGHT_RANGE
 from ..placement.result import Placement
 from ..sim.options import SimOptions
 from ..sim.placing import RoundPlacer
+from ..sim.policy_scheduler import WORKLOAD, PolicyState
 from ..sim.rounds import RoundRows, RoundView, check_rows
 from ..sim.simulator import as_scheduler, scheduler_label
 from ..throughputs import ThroughputCatalogue
 from .codec import StateEncodingError, decode, encode
 from .estimator import ThroughputEstimator
+from .sides import SPREAD, SideRates, bind_online, online_sensitivity, reference_rows
 from .store import ArrayTable, Store, StoreError
 from .table import ACTIVE, CANCELLED, COMPLETED, STATUS_NAMES, JobTable, id_key
 
@@ -94,11 +97,15 @@ class OnlinePlan:
     stored_bytes : int
         Bytes of round state (snapshot tree, array deltas and rewritten arrays) the commit
         wrote; 0 for an in-memory store, which keeps no snapshot.
+    scaling : ndarray
+        Per row: its rate over the job's own estimate on that type (1 for a job alone on its
+        gang; a pair member's relative speed; for an elastic configuration, Sia's scaling of
+        the job's measured rate to that GPU count). A report on the row's GPU count is
+        divided by it before it updates the job's estimate.
     """
 
     round_index: int
     now: float
-    assignments: pd.DataFrame
     rows: RoundRows
     spread: np.ndarray
     migrated: np.ndarray
@@ -106,6 +113,13 @@ class OnlinePlan:
     info: dict[str, Any] = field(default_factory=dict)
     timings: dict[str, float] = field(default_factory=dict)
     stored_bytes: int = 0
+    scaling: np.ndarray = field(default_factory=lambda: np.zeros(0))
+    _table: Any = field(default=None, repr=False)   # builds ``assignments`` when first read
+
+    @functools.cached_property
+    def assignments(self) -> pd.DataFrame:
+        """The rows by job id (see the class docstring); built on first access."""
+        return self._table() if callable(self._table) else pd.DataFrame()
 
     def key(self) -> tuple:
         """What the plan decides, as plain values (for comparing two plans)."""
@@ -123,6 +137,36 @@ def _finite(value: Any, name: str, *, low: float = -math.inf, low_open: bool = F
         raise ValidationError(f"`{name}` must be a finite number {rule}"
                               f"{'' if math.isinf(high) else f' and <= {high:g}'}; got {value!r}.")
     return v
+
+
+def _has_job_tables(policy: Any) -> bool:
+    """Whether ``policy`` holds per-job tables that are bound to the jobs (pairs, spread
+    rates, Sia's goodput table)."""
+    if policy is None:
+        return False
+    return (getattr(policy, "packing", None) is not None or getattr(policy, "placement_sensitivity", None) is not None
+            or isinstance(getattr(policy, "goodput", None), pd.DataFrame))
+
+
+def _check_learnable(policy: Any) -> None:
+    """Refuse ``learn=True`` for a policy whose per-job rates are a fixed table the reports
+    could not update (raised at construction, never mid-run)."""
+    if policy is None:
+        return
+    for name, how in (("packing", "pair rates"), ("placement_sensitivity", "unconsolidated rates")):
+        value = getattr(policy, name, None)
+        if value is not None and not (isinstance(value, str) and value == WORKLOAD):
+            raise ValidationError(
+                f"`learn=True` with a fixed `{name}` table ({type(value).__name__}): its {how} would never follow "
+                f"what workers report. Use {name}='workload' (rates given at submit and learned from reports) or "
+                "learn=False.")
+    if isinstance(getattr(policy, "goodput", None), pd.DataFrame):
+        raise ValidationError(
+            "`learn=True` with Sia's fixed `goodput` table: reports could not update it. Use Sia without `goodput` "
+            "(goodput from the learned throughputs by Sia's scaling model) or learn=False.")
+    if np.ndim(getattr(policy, "restart_penalty", 0.0)) != 0:
+        raise ValidationError("Sia's per-job `restart_penalty` vector is indexed by the jobs of one solve; online "
+                              "the jobs change, so give one number.")
 
 
 class OnlineScheduler:
@@ -205,8 +249,16 @@ class OnlineScheduler:
         self.scheduler = as_scheduler(scheduler, opts)
         self.learn = bool(learn)
         self.estimator = ThroughputEstimator(self.gpu_types, reference, ema_alpha=ema_alpha, completion=completion)
+        self.reference = reference
         self._policy = getattr(self.scheduler, "policy", None)
         self._requires = set(getattr(self._policy, "requires", ()))
+        self._elastic = bool(getattr(self._policy, "emits_configurations", False))
+        self._binds = _has_job_tables(self._policy)
+        self._sensitive = getattr(self._policy, "placement_sensitivity", None) is not None
+        if self.learn or np.ndim(getattr(self._policy, "restart_penalty", 0.0)) != 0:
+            _check_learnable(self._policy)
+        self.sides = SideRates(len(self.gpu_types))
+        self._row_base: np.ndarray | None = None      # per row of the last plan: the job's own estimate there
         self._checked = getattr(self.scheduler, "rows_checked", False) is True
         self._placer = RoundPlacer(cluster, self.gpu_types) if cluster.topology is not None else None
         self._lock = threading.RLock()
@@ -264,6 +316,8 @@ class OnlineScheduler:
                 J.ema[num, k] = ema
                 J.n_measured[num, k] = n
             self._match_dirty = set(np.flatnonzero((J.view("n_measured") > 0).sum(axis=1) >= 2).tolist())
+            self.sides.load(conn.execute("SELECT num, other, type, given, ema, n FROM side_rates ORDER BY num, other, "
+                                         "type"))
             snap = conn.execute("SELECT round, now, tree FROM snapshot WHERE id = 1").fetchone()
             if snap is None:
                 self._state = self.scheduler.initial_state(0.0)
@@ -271,6 +325,7 @@ class OnlineScheduler:
                 self._round, self._last_now = int(snap[0]), float(snap[1])
                 data = decode(json.loads(snap[2]), self._arrays.load(conn))
                 self._state, self._rows = data["state"], data["rows"]
+                self._row_base = data.get("row_base")
                 if self._placer is not None:
                     self._placer.previous = self._placement_from_data(data["placer"])
                 n_old = data["iso_rate"].shape[0]
@@ -321,7 +376,8 @@ class OnlineScheduler:
     def submit(self, job_id: str | int, *, job_type: str | None = None, scale_factor: int = 1,
                throughputs: Mapping[str, float] | None = None, total_steps: float | None = None,
                weight: float = 1.0, entity: str | None = None, arrival: float | None = None,
-               deadline: float | None = None) -> None:
+               deadline: float | None = None, spread_throughputs: Mapping[str, float] | None = None,
+               pair_throughputs: Mapping[Any, Mapping[str, Any]] | None = None) -> None:
         """Add a job (active from the next plan on).
 
         Parameters
@@ -345,12 +401,24 @@ class OnlineScheduler:
             Arrival time on the caller's clock; default the last plan's time (0 before any).
         deadline : float, optional
             Absolute deadline (SLO policies).
+        spread_throughputs : mapping GPU type -> steps/s, optional
+            Unconsolidated throughputs: the job's gang spread over several servers
+            (placement-sensitive policies, ``placement_sensitivity="workload"``). Types left
+            out come from the reference's unconsolidated table for ``job_type``, else equal
+            the consolidated estimate (no penalty) until a report with ``spread=True``.
+        pair_throughputs : mapping partner id -> (mapping GPU type -> (mine, theirs)), optional
+            Space-sharing throughputs with jobs submitted earlier (same gang size): on each
+            type, this job's and the partner's steps/s while they share the same GPUs
+            (``(0, 0)``: they cannot share there). Used by packed policies
+            (``packing="workload"``) before reports with ``partner=`` refine them; pairs given
+            for neither job come from the reference's pair table for their ``job_type``.
 
         Raises
         ------
         ValidationError
             Duplicate id; a gang larger than every type; unknown GPU types; a value out of range;
-            a field the policy requires missing. Nothing is stored then.
+            a field the policy requires missing; a pair partner not submitted, the job itself or
+            of another gang size. Nothing is stored then.
         """
         with self._lock:
             self._usable()
@@ -383,17 +451,72 @@ class OnlineScheduler:
                 raise ValidationError(f"`throughputs` of job {job_id!r} are 0 on every GPU type; it could never run.")
             prof_json = None if profile is None else json.dumps(
                 {t: float(v) for t, v in zip(self.gpu_types, profile) if not math.isnan(v)})
+            spread = None if spread_throughputs is None else self._rates(spread_throughputs, "spread_throughputs")
+            pairs = self._pair_rates(pair_throughputs, sf)
             j = self.jobs.n
+            side = SideRates(len(self.gpu_types))      # this job's rates, checked before anything is stored
+            if spread is not None:
+                side.give(j, SPREAD, spread)
+            for p, mine, theirs in pairs:
+                side.give(j, p, mine)
+                side.give(p, j, theirs)
+            side_rows = [r for key in side.given for r in side.store_rows(*key)]
             with self._store.transaction() as cur:
                 self.jobs.add(job_id, job_type=job_type, sf=sf, weight=w, total=total, arrival=arr, deadline=dl,
                               entity=entity, profile=profile)
                 try:
                     cur.execute("INSERT INTO jobs VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)", self.jobs.job_row(j, prof_json))
+                    cur.executemany("INSERT INTO side_rates VALUES (?,?,?,?,?,?)", side_rows)
                     cur.execute("UPDATE meta SET value = '1' WHERE key = 'changed'")
                 except BaseException:
                     self.jobs.pop_last()
                     raise
+            for key, v in side.given.items():
+                self.sides.give(*key, v)
             self._changed = True
+
+    def _rates(self, rates: Any, name: str) -> np.ndarray:
+        """A mapping GPU type -> steps/s as a vector over the cluster's types (NaN: not given)."""
+        if not isinstance(rates, Mapping):
+            raise ValidationError(f"`{name}` must be a mapping GPU type -> steps/s; got {type(rates).__name__}.")
+        out = np.full(len(self.gpu_types), np.nan)
+        for t, v in rates.items():
+            if t not in self.gpu_types:
+                raise ValidationError(f"`{name}` names GPU type {t!r}, which the cluster lacks "
+                                      f"(types: {list(self.gpu_types)}).")
+            x = _finite(v, f"{name}[{t!r}]", low=0.0, high=THROUGHPUT_RANGE[1])
+            if 0 < x < THROUGHPUT_RANGE[0]:
+                raise ValidationError(f"`{name}[{t!r}]` must be 0 or in [{THROUGHPUT_RANGE[0]:g}, "
+                                      f"{THROUGHPUT_RANGE[1]:g}] steps/s; got {v!r}.")
+            out[self.gpu_types.index(t)] = x
+        return out
+
+    def _pair_rates(self, pairs: Any, sf: int) -> list[tuple[int, np.ndarray, np.ndarray]]:
+        """``pair_throughputs`` of a submit as (partner number, mine, theirs) vectors."""
+        if pairs is None:
+            return []
+        if not isinstance(pairs, Mapping):
+            raise ValidationError("`pair_throughputs` must be a mapping partner id -> {GPU type: (mine, theirs)}; "
+                                  f"got {type(pairs).__name__}.")
+        out = []
+        for pid, rates in pairs.items():
+            p = self._num(pid, need_active=False)
+            if int(self.jobs.sf[p]) != sf:
+                raise ValidationError(f"`pair_throughputs` partner {pid!r} uses {int(self.jobs.sf[p])} GPUs and this "
+                                      f"job {sf}; only jobs with equal gangs share GPUs.")
+            if not isinstance(rates, Mapping):
+                raise ValidationError(f"`pair_throughputs[{pid!r}]` must be a mapping GPU type -> (mine, theirs); "
+                                      f"got {type(rates).__name__}.")
+            both = {}
+            for t, v in rates.items():
+                if not isinstance(v, (tuple, list)) or len(v) != 2:
+                    raise ValidationError(f"`pair_throughputs[{pid!r}][{t!r}]` must be a pair (mine, theirs) of "
+                                          f"steps/s; got {v!r}.")
+                both[t] = v
+            mine = self._rates({t: v[0] for t, v in both.items()}, f"pair_throughputs[{pid!r}] (mine)")
+            theirs = self._rates({t: v[1] for t, v in both.items()}, f"pair_throughputs[{pid!r}] (theirs)")
+            out.append((p, mine, theirs))
+        return out
 
     def _profile(self, throughputs: Mapping[str, float] | None, job_type: str | None, sf: int) -> np.ndarray | None:
         prof = self.estimator.profile(job_type, sf)
@@ -440,18 +563,32 @@ class OnlineScheduler:
         """Remove an active job without completing it (see :meth:`complete`)."""
         self._finish(job_id, now, CANCELLED)
 
-    def report(self, job_id: str | int, gpu_type: str, steps: float, seconds: float) -> None:
+    def report(self, job_id: str | int, gpu_type: str, steps: float, seconds: float, *, partner: str | int | None = None,
+               spread: bool = False, gpus: int | None = None) -> None:
         """What a worker measured: ``steps`` done in ``seconds`` on ``gpu_type``.
 
-        Updates the job's steps done and (with ``learn=True``) its moving-average throughput
-        on that type; the seconds also tell the next :meth:`next_round` how long the job's
-        row ran.
+        Updates the job's steps done and (with ``learn=True``) a moving average
+        (:meth:`ThroughputEstimator.update`): of the job's own throughput on that type, or,
+        for a row that is not the job alone on its gang, of that row's rate:
+
+        * ``partner``: the job shared its GPUs with ``partner`` (space sharing): the pair
+          rate ``(job, partner, type)`` is learned (packed policies read it);
+        * ``spread=True``: the gang ran spread over servers: its unconsolidated rate is
+          learned (placement-sensitive policies read it);
+        * ``gpus``: the job ran on this many GPUs (elastic policies, Sia): the measured rate
+          is divided by the plan's scaling of the job's rate to that count (``OnlinePlan.
+          scaling``; Sia's bootstrap model) and updates the job's own estimate. Default: the
+          GPUs the last plan gave the job on that type, else its gang.
+
+        The seconds also tell the next :meth:`next_round` how long the job's row ran.
 
         Raises
         ------
         ValidationError
             Unknown or inactive job; a GPU type the cluster lacks; negative or non-finite
-            steps; seconds not positive. Nothing is stored then.
+            steps; seconds not positive; a partner that is unknown, the job itself or of
+            another gang size; ``partner`` with ``spread``; ``gpus`` other than the job's gang
+            that no plan gave it (nothing to scale by). Nothing is stored then.
         """
         with self._lock:
             self._usable()
@@ -462,27 +599,89 @@ class OnlineScheduler:
             k = self.gpu_types.index(gpu_type)
             st = _finite(steps, "steps", low=0.0)
             sec = _finite(seconds, "seconds", low=0.0, low_open=True)
+            if not isinstance(spread, (bool, np.bool_)):
+                raise ValidationError(f"`spread` must be True or False; got {spread!r}.")
+            other = self._other(num, partner, bool(spread))
+            factor = self._factor(num, k, gpus)
             J = self.jobs
-            old = float(J.ema[num, k])
-            ema = self.estimator.update(old, st / sec) if self.learn else old
-            n_meas = int(J.n_measured[num, k]) + (1 if self.learn else 0)
+            learn = self.learn and (other is not None or factor is not None)
+            if other is None:
+                old, n_old = float(J.ema[num, k]), int(J.n_measured[num, k])
+                obs = st / sec / (factor if factor is not None else 1.0)
+            else:
+                old, n_old = self.sides.ema_of(num, other, k)
+                obs = st / sec
+            ema = self.estimator.update(old, obs) if learn else old
+            n_meas = n_old + (1 if learn else 0)
             rate = float(J.iso_rate[num])
             iso = float(J.iso_time[num]) + (st / rate if st > 0 and math.isfinite(rate) and rate > 0 else 0.0)
             done = float(J.done[num]) + st
             with self._store.transaction() as cur:
                 cur.execute("INSERT INTO reports (round, num, type, steps, seconds) VALUES (?,?,?,?,?)",
                             (self._round, num, k, st, sec))
-                if self.learn:
+                if learn and other is None:
                     cur.execute("INSERT OR REPLACE INTO measured VALUES (?,?,?,?)", (num, k, ema, n_meas))
+                elif learn:
+                    g = self.sides.given.get((num, other))
+                    given = None if g is None or math.isnan(g[k]) else float(g[k])
+                    cur.execute("INSERT OR REPLACE INTO side_rates VALUES (?,?,?,?,?,?)",
+                                (num, other, k, given, ema, n_meas))
                 cur.execute("UPDATE jobs SET steps_done = ?, iso_time = ? WHERE num = ?", (done, iso, num))
             J.done[num] = done
             J.iso_time[num] = iso
             J.pending_s[num] += sec
-            if self.learn:
+            if learn and other is None:
                 J.ema[num, k] = ema
                 J.n_measured[num, k] = n_meas
                 self._obs_dirty = True
                 self._match_dirty.add(num)
+            elif learn:
+                self.sides.learn(num, other, k, ema, n_meas)
+
+    def _other(self, num: int, partner: Any, spread: bool) -> int | None:
+        """The ``other`` of a side rate a report is about (None: the job's own rate)."""
+        if partner is None:
+            return SPREAD if spread else None
+        if spread:
+            raise ValidationError("give `partner` (space sharing) or `spread=True` (a spread gang), not both: a "
+                                  "shared gang is consolidated.")
+        if isinstance(partner, bool) or not isinstance(partner, (str, int, np.integer)):
+            raise ValidationError(f"`partner` must be a job id (str or int) or None; got {partner!r}.")
+        p = self.jobs.index.get(id_key(partner))
+        if p is None:
+            raise ValidationError(f"`partner` {partner!r} is not a submitted job.")
+        if p == num:
+            raise ValidationError(f"`partner` {partner!r} is the reporting job itself; a job cannot share with itself.")
+        if int(self.jobs.sf[p]) != int(self.jobs.sf[num]):
+            raise ValidationError(f"`partner` {partner!r} uses {int(self.jobs.sf[p])} GPUs and the job "
+                                  f"{int(self.jobs.sf[num])}; only jobs with equal gangs share GPUs.")
+        return p
+
+    def _factor(self, num: int, k: int, gpus: Any) -> float | None:
+        """What a report on ``gpus`` GPUs of type ``k`` is divided by to give the job's own rate
+        (None: it cannot be scaled, learn nothing)."""
+        sf = int(self.jobs.sf[num])
+        if gpus is not None and (isinstance(gpus, bool) or not isinstance(gpus, (int, np.integer)) or gpus < 1):
+            raise ValidationError(f"`gpus` must be a positive int or None; got {gpus!r}.")
+        row = self._lease_row(num, k)
+        if gpus is None:
+            gpus = sf if row is None else int(self._rows.gpus[row])
+        if row is not None and int(self._rows.gpus[row]) == int(gpus):
+            base = float(self._row_base[row]) if self._row_base is not None else math.nan
+            f = float(self._rows.rate[row]) / base if base > 0 else math.nan
+            return f if math.isfinite(f) and f > 0 else None
+        if int(gpus) == sf:
+            return 1.0
+        raise ValidationError(f"`gpus` {int(gpus)} is neither the job's gang ({sf}) nor what the last plan gave it on "
+                              f"{self.gpu_types[k]!r}; a rate on that many GPUs cannot be scaled to the job's own.")
+
+    def _lease_row(self, num: int, k: int) -> int | None:
+        """The last plan's row of job ``num`` on type ``k`` when the scheduler is elastic (else None)."""
+        rows = self._rows
+        if not self._elastic or rows is None:
+            return None
+        hit = np.flatnonzero((rows.job == num) & (rows.gpu_type == k))
+        return int(hit[0]) if hit.size else None
 
     # ------------------------------------------------------------------ estimates
     def _estimates(self, active: np.ndarray) -> np.ndarray:
@@ -522,6 +721,28 @@ class OnlineScheduler:
         return self.estimator.complete(obs, J.sf[nums], J.profile[nums], offsets=self._offsets,
                                        matched=J.matched[nums])
 
+    def side_rates(self, job_id: str | int, *, partner: str | int | None = None, spread: bool = False) -> pd.Series:
+        """The job's own rate per GPU type for a pair (``partner``) or a spread gang
+        (``spread=True``): the moving average of its reports where it has some, else what was
+        given at submit, else NaN (the reference's table, or for spread rates the consolidated
+        estimate, is used there).
+
+        Raises
+        ------
+        ValidationError
+            Unknown job or partner; neither ``partner`` nor ``spread``, or both.
+        """
+        with self._lock:
+            self._usable()
+            num = self._num(job_id, need_active=False)
+            if not isinstance(spread, (bool, np.bool_)):
+                raise ValidationError(f"`spread` must be True or False; got {spread!r}.")
+            other = self._other(num, partner, bool(spread))
+            if other is None:
+                raise ValidationError("give `partner` (a pair rate) or `spread=True` (a spread rate); the job's own "
+                                      "rates are in estimates().")
+            return pd.Series(self.sides.value(num, other), index=list(self.gpu_types), name=job_id)
+
     def job_table(self) -> pd.DataFrame:
         """Every submitted job: id, type, gang, status, steps done and total, arrival, finish."""
         with self._lock:
@@ -533,6 +754,11 @@ class OnlineScheduler:
                 "total_steps": J.view("total").copy(), "arrival": J.view("arrival").copy(),
                 "finish": J.view("finish").copy(), "weight": J.view("weight").copy(),
             }, index=pd.RangeIndex(n, name="number"))
+
+    @property
+    def elastic(self) -> bool:
+        """Whether the scheduler chooses GPU counts (Sia): rows may differ from the jobs' gangs."""
+        return self._elastic
 
     @property
     def round_index(self) -> int:
@@ -554,7 +780,7 @@ class OnlineScheduler:
         np.maximum.at(secs, r, rep)
         return np.where(secs > 0, secs, now - self._last_now)
 
-    def _view(self, now: float, active: np.ndarray, T: np.ndarray) -> RoundView:
+    def _view(self, now: float, active: np.ndarray, T: np.ndarray, U: np.ndarray | None) -> RoundView:
         J = self.jobs
         total = J.total[active]
         # reported steps can exceed the total (noisy counters) while the job is not complete:
@@ -565,7 +791,7 @@ class OnlineScheduler:
         entities = J.entities_array[active] if J.has_entities else None
         return RoundView(
             now=now, round_index=self._round, round_seconds=self.round_seconds, cluster=self.cluster,
-            gpu_types=self.gpu_types, capacities=self.capacities, jobs=active, throughputs=T, unconsolidated=None,
+            gpu_types=self.gpu_types, capacities=self.capacities, jobs=active, throughputs=T, unconsolidated=U,
             scale_factors=J.sf[active], weights=J.weight[active], remaining=remaining, arrival=J.arrival[active],
             isolated_time=J.iso_time[active], deadlines=dl if np.isfinite(dl).any() else None, entities=entities,
             changed=self._changed, context={"ids": J.ids_array},
@@ -619,7 +845,9 @@ class OnlineScheduler:
             J.iso_rate[active] = (T * isolated_allocation_arrays(s, self.capacities, s.shape[0])).sum(axis=1)
         t2 = time.perf_counter()
         if active.size:
-            view = self._view(now, active, T)
+            U = self._spread(active, T)
+            self._bind(active, T)
+            view = self._view(now, active, T, U)
             rows = self.scheduler.plan_round(view, self._state)
             if not (self._checked and isinstance(rows, RoundRows)):
                 check_rows(rows, view)
@@ -637,12 +865,16 @@ class OnlineScheduler:
             gpu_ids = []
         t4 = time.perf_counter()
         info = dict(rows.info)
+        if active.size and rows.n_rows:
+            self._row_base = T[np.searchsorted(active, rows.job), rows.gpu_type]
+        else:
+            self._row_base = np.zeros(0)
         commit_s = self._commit(now, rows, gpu_ids, info, t4 - t0, active.size)
         t5 = time.perf_counter()
         plan = OnlinePlan(
-            round_index=self._round, now=now, assignments=self._assignments(rows, T, active, gpu_ids), rows=rows,
+            round_index=self._round, now=now, _table=functools.partial(self._assignments, rows, gpu_ids), rows=rows,
             spread=spread, migrated=migrated, solved=bool(info.get("solved", False)), info=info,
-            stored_bytes=self._stored,
+            stored_bytes=self._stored, scaling=self._scaling(rows),
             timings={"record_s": t1 - t0, "estimate_s": t2 - t1, "plan_s": t3 - t2, "place_s": t4 - t3,
                      "store_s": t5 - t4, "commit_s": commit_s, "total_s": t5 - t0})
         self._rows = rows if active.size else None
@@ -650,6 +882,36 @@ class OnlineScheduler:
         self._round += 1
         self._changed = False
         return plan
+
+    def _spread(self, active: np.ndarray, T: np.ndarray) -> np.ndarray | None:
+        """The spread (unconsolidated) rates the round loop sees, when anything is known of them."""
+        if not (self._sensitive or self.sides.spread_known):
+            return None
+        return online_sensitivity(active, T, self.sides, self.reference, self._ref_rows(active), self.gpu_types)
+
+    def _ref_rows(self, active: np.ndarray) -> np.ndarray:
+        J = self.jobs
+        return reference_rows(self.reference, [J.job_type[j] for j in active.tolist()], J.sf[active])
+
+    def _bind(self, active: np.ndarray, T: np.ndarray) -> None:
+        """Bind the policy's per-job tables to the active jobs and the current estimates, every
+        round (a function of the stored data only, so a reopened store binds the same; the
+        stored state holds no policy)."""
+        st = self._state
+        if not (self._binds and isinstance(st, PolicyState)):
+            return
+        J = self.jobs
+        st.policy = bind_online(self._policy, ids=J.ids_array, active=active, scale_factors=J.sf[active], T=T,
+                                sides=self.sides, reference=self.reference, rows=self._ref_rows(active),
+                                gpu_types=self.gpu_types)
+
+    def _scaling(self, rows: RoundRows) -> np.ndarray:
+        base = self._row_base
+        if base is None or not rows.n_rows:
+            return np.ones(rows.n_rows)
+        with np.errstate(divide="ignore", invalid="ignore"):
+            f = rows.rate / base
+        return np.where(base > 0, f, 1.0)
 
     def _gpu_ids(self, rows: RoundRows) -> list[list[int]]:
         prev = self._placer.previous
@@ -671,7 +933,7 @@ class OnlineScheduler:
             tree, arrays = encode({
                 "state": self._state, "rows": rows,
                 "placer": None if self._placer is None else self._placement_data(self._placer.previous),
-                "iso_rate": J.view("iso_rate"), "last_end": J.view("last_end")})
+                "iso_rate": J.view("iso_rate"), "last_end": J.view("last_end"), "row_base": self._row_base})
         except StateEncodingError as exc:
             raise StoreError(f"store {self._store.where!r}: the scheduler's state cannot be stored ({exc}).") from None
         return json.dumps(tree, separators=(",", ":")), arrays
@@ -730,8 +992,7 @@ class OnlineScheduler:
             c0 = time.perf_counter()
         return time.perf_counter() - c0
 
-    def _assignments(self, rows: RoundRows, T: np.ndarray, active: np.ndarray,
-                     gpu_ids: list[list[int]] | None) -> pd.DataFrame:
+    def _assignments(self, rows: RoundRows, gpu_ids: list[list[int]] | None) -> pd.DataFrame:
         ids = self.jobs.ids_array
         partner = [None if p < 0 else ids[p] for p in rows.partner.tolist()]
         data: dict[str, Any] = {"job_id": ids[rows.job], "gpu_type": np.asarray(self.gpu_types, dtype=object)[rows.gpu_type],

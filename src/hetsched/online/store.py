@@ -28,6 +28,10 @@ Tables (schema version :data:`SCHEMA_VERSION`):
     The round state after the last plan (the round scheduler's state, the rows it returned,
     the placement, per-job times) as a JSON tree (:mod:`hetsched.online.codec`; data only,
     never a pickle) whose arrays live in the next two tables.
+``side_rates``
+    Rates of rows that are not one job alone on its gang (:mod:`hetsched.online.sides`):
+    per (job, other, type), ``other`` the partner's number for a pair or -1 for the job
+    spread over servers, the rate given at submit and the moving average of reports.
 ``arrays``, ``array_deltas``
     Each array of the tree by its path: a full compact copy, then the changes of
     each later round as deltas, in order (``seq``); an array is rewritten in full (and its
@@ -36,7 +40,9 @@ Tables (schema version :data:`SCHEMA_VERSION`):
 
 Schema version 1 (hetsched before the data-only snapshot) kept the snapshot as a pickle;
 such a store is refused with :class:`StoreVersionError` (it is not converted: converting
-it would mean unpickling it).
+it would mean unpickling it). Schema version 2 lacked ``side_rates`` (pair and spread
+rates); it is refused too, with a message that says so (its jobs can be finished with the
+hetsched version that wrote it).
 
 Opening a store takes an exclusive lock on ``<path>.lock`` (``fcntl.flock``), so a second
 opener (another process, or a second scheduler in the same process) gets
@@ -67,7 +73,7 @@ __all__ = ["MAX_DELTAS", "SCHEMA_VERSION", "ArrayTable", "Store", "StoreCorruptE
 log = logging.getLogger(__name__)
 
 #: Version of the tables below; a store with another one is refused.
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3
 #: Deltas kept per array before it is rewritten in full (bounds the work of reopening).
 MAX_DELTAS = 64
 
@@ -92,8 +98,11 @@ CREATE TABLE snapshot (id INTEGER PRIMARY KEY CHECK (id = 1), round INTEGER NOT 
 CREATE TABLE arrays (path TEXT PRIMARY KEY, dtype TEXT NOT NULL, blob BLOB NOT NULL);
 CREATE TABLE array_deltas (seq INTEGER PRIMARY KEY, path TEXT NOT NULL, blob BLOB NOT NULL);
 CREATE INDEX array_deltas_path ON array_deltas (path);
+CREATE TABLE side_rates (num INTEGER NOT NULL, other INTEGER NOT NULL, type INTEGER NOT NULL, given REAL, ema REAL,
+    n INTEGER NOT NULL, PRIMARY KEY (num, other, type)) WITHOUT ROWID;
 """
-_TABLES = {"meta", "jobs", "measured", "reports", "rounds", "leases", "snapshot", "arrays", "array_deltas"}
+_TABLES = {"meta", "jobs", "measured", "reports", "rounds", "leases", "snapshot", "arrays", "array_deltas",
+           "side_rates"}
 _SYNC = ("OFF", "NORMAL", "FULL", "EXTRA")
 
 
@@ -259,6 +268,11 @@ class Store:
         if v > SCHEMA_VERSION:
             raise StoreVersionError(f"store {where!r} was written with schema version {v}; this hetsched reads "
                                     f"version {SCHEMA_VERSION} only. Upgrade hetsched to open it.")
+        if v == 2:
+            raise StoreVersionError(
+                f"store {where!r} was written with schema version 2 (no pair or spread rates); this hetsched reads "
+                f"version {SCHEMA_VERSION} only. Finish its jobs with the hetsched version that wrote it, or start a "
+                "new store.")
         if v < SCHEMA_VERSION:
             raise StoreVersionError(
                 f"store {where!r} was written with schema version {v} (its round state is a pickle); this hetsched "

@@ -13,7 +13,9 @@ The loop (one iteration per round of ``round_seconds``)::
 
 The scheduler is any :class:`~hetsched.sim.RoundScheduler`: a policy (name or object)
 runs through :class:`~hetsched.sim.PolicyScheduler` (solve -> round mechanism); Tiresias
-implements the interface itself. The clock belongs to this driver only.
+implements the interface itself. The loop itself (:func:`run_rounds`) is shared with
+:func:`hetsched.online.simulate_online`, which drives an :class:`~hetsched.OnlineScheduler`
+instead; the two differ only in the per-round call (``_PlanStep`` here).
 
 When no job is active the clock jumps to the next arrival, and the next round starts
 there (so a job that arrives at an idle cluster starts at once); a job that arrives while
@@ -173,46 +175,92 @@ def simulate(scheduler: Any, workload: Any, cluster: Cluster, *, options: SimOpt
     sched = as_scheduler(scheduler, opts)
     trace = _trace(workload, opts, sched)
     w = _Workload.build(trace, cluster, opts, sched)
-    n, L = w.n, opts.round_seconds
     ledger = Ledger(w.total, len(w.types), restart_seconds=opts.restart_seconds, record_runs=opts.record_runs)
-    placer = RoundPlacer(w.place_cluster, w.types) if w.use_place else None
+    step = _PlanStep(sched, RoundPlacer(w.place_cluster, w.types) if w.use_place else None, w)
+    c, t_first = run_rounds(w, opts, ledger, step, wall0)
+    return _result(w, ledger, opts, c.status, c.rnd, c.t, t_first, wall0, step.timing)
+
+
+class _PlanStep:
+    """simulate's per-round call: the round scheduler's ``plan_round`` on a view of the
+    ledger, the row checks and placement; after the round, its ``record_round``."""
+
+    def __init__(self, sched: RoundScheduler, placer: RoundPlacer | None, w: _Workload) -> None:
+        self.sched, self.placer, self.w = sched, placer, w
+        self.checked = getattr(sched, "rows_checked", False) is True   # rows built under the loop's rules already
+        self.timing = {"policy_s": 0.0, "mechanism_s": 0.0, "placement_s": 0.0}
+        self.state: Any = None
+
+    def start(self, t: float) -> None:
+        self.state = self.sched.initial_state(t)
+
+    def submit(self, arrived: np.ndarray) -> None:
+        """Nothing to tell: the view is built from the ledger each round."""
+
+    def plan(self, ledger: Ledger, active: np.ndarray, t: float, rnd: int, changed: bool
+             ) -> tuple[RoundRows, np.ndarray, np.ndarray, float]:
+        view = self.w.view(ledger, active, t, rnd, changed)
+        t0 = time.perf_counter()
+        rows = self.sched.plan_round(view, self.state)
+        if not (self.checked and isinstance(rows, RoundRows)):
+            check_rows(rows, view)
+        _add_plan_time(self.timing, rows.info, time.perf_counter() - t0)
+        spread = moved = np.zeros(rows.n_rows, bool)
+        place_s = 0.0
+        if self.placer is not None and rows.n_rows:
+            pl = self.placer.place(rows)
+            place_s = pl.seconds
+            self.timing["placement_s"] += place_s
+            rows, spread, moved = rows.take(pl.placed), pl.spread[pl.placed], pl.migrated[pl.placed]
+        return rows, spread, moved, place_s
+
+    def ran(self, ledger: Ledger, rows: RoundRows, out: dict[str, Any], active: np.ndarray) -> None:
+        t0 = time.perf_counter()
+        self.state = self.sched.record_round(self.state, rows, out["row_seconds"])
+        self.timing["mechanism_s"] += time.perf_counter() - t0
+
+
+def _add_plan_time(timing: dict[str, float], info: Mapping[str, Any], plan_wall: float) -> None:
+    """Split a plan's wall time into the solve (policy) and the rest (mechanism)."""
+    solve_s = float(info.get("solve_s", math.nan))
+    solve_s = solve_s if math.isfinite(solve_s) else 0.0
+    timing["policy_s"] += solve_s
+    timing["mechanism_s"] += plan_wall - solve_s
+
+
+def run_rounds(w: _Workload, opts: SimOptions, ledger: Ledger, step: Any, wall0: float) -> tuple[RoundClock, float]:
+    """The round loop of every driver with a simulated clock (see the module docstring).
+
+    ``step`` is the driver's per-round call, the only part that differs between
+    :func:`simulate` (the round scheduler called directly) and
+    :func:`hetsched.online.simulate_online` (an :class:`~hetsched.OnlineScheduler` told what
+    arrived, asked for the plan, told what ran): ``start(t)``, ``submit(arrived)``,
+    ``plan(ledger, active, t, round, changed) -> (rows, spread, migrated, place_s)`` (the
+    rows at the rates they progress at) and ``ran(ledger, rows, progress, active)``.
+    Arrivals, the clock, progress at the rows' rates, the round log and when to stop are
+    this function's. Returns the clock (status, rounds, time) and the first round's time.
+    """
+    n, L = w.n, opts.round_seconds
     fluid = opts.mechanism == "ideal"
-    checked = getattr(sched, "rows_checked", False) is True   # rows built under the loop's rules already
-    timing = {"policy_s": 0.0, "mechanism_s": 0.0, "placement_s": 0.0}
     c = RoundClock(w, opts, wall0)
     t_first = c.t
-    state = sched.initial_state(c.t)
+    step.start(c.t)
     hook, close = opts.progress_hook(n)
     try:
         while True:
             arrived = c.admit()
             if arrived is None:
                 break
+            if arrived.size:
+                step.submit(arrived)
             if not arrived.size and not c.active.size:
                 continue
             active, t, rnd, changed = c.active, c.t, c.rnd, c.changed
             if changed:
                 ledger.iso_rate[active] = w.isolated_rates(active)
-            view = w.view(ledger, active, t, rnd, changed)
-            t0 = time.perf_counter()
-            rows = sched.plan_round(view, state)
-            if not (checked and isinstance(rows, RoundRows)):
-                check_rows(rows, view)
-            plan_wall = time.perf_counter() - t0
-            solve_s = float(rows.info.get("solve_s", math.nan))
-            timing["policy_s"] += solve_s if math.isfinite(solve_s) else 0.0
-            timing["mechanism_s"] += plan_wall - (solve_s if math.isfinite(solve_s) else 0.0)
-            spread = moved = np.zeros(rows.n_rows, bool)
-            place_s = 0.0
-            if placer is not None and rows.n_rows:
-                pl = placer.place(rows)
-                place_s = pl.seconds
-                timing["placement_s"] += place_s
-                rows, spread, moved = rows.take(pl.placed), pl.spread[pl.placed], pl.migrated[pl.placed]
+            rows, spread, moved, place_s = step.plan(ledger, active, t, rnd, changed)
             out = ledger.progress(rows, spread, moved, active, t, L, rnd, fluid=fluid)
-            t0 = time.perf_counter()
-            state = sched.record_round(state, rows, out["row_seconds"])
-            timing["mechanism_s"] += time.perf_counter() - t0
+            step.ran(ledger, rows, out, active)
             fin = out["finished"]
             ledger.log_round(round=rnd, start=t, seconds=L, n_active=int(active.size), n_running=out["n_running"],
                              arrived=int(arrived.size), completed=int(fin.sum()), place_s=place_s,
@@ -224,7 +272,7 @@ def simulate(scheduler: Any, workload: Any, cluster: Cluster, *, options: SimOpt
                 hook(c.t, c.n_done)
     finally:
         close()
-    return _result(w, ledger, opts, c.status, c.rnd, c.t, t_first, wall0, timing)
+    return c, t_first
 
 
 # --------------------------------------------------------------------------- pieces
