@@ -47,16 +47,25 @@ def level_rows_csr(X: AllocationVars, load: np.ndarray, a: np.ndarray, t: int) -
     job_ptr = np.zeros(n + 1, dtype=np.int64)
     np.cumsum(per_job, out=job_ptr[1:])
     per_type = mask.sum(axis=0)
-    cols_x = np.arange(nx, dtype=np.int64)
+    nnz = 3 * nx + n
+    # scipy keeps 32-bit indices when they fit; writing them so avoids a converting copy
+    idx_t = np.int32 if max(nnz, t + 1) < np.iinfo(np.int32).max else np.int64
+    indices = np.empty(nnz, dtype=idx_t)
+    data = np.empty(nnz)
+    # job rows: the job's variables, in order
+    indices[:nx] = np.arange(nx, dtype=idx_t)
+    data[:nx] = 1.0
     # capacity rows: each type's variables in job order (column-major walk of the mask)
-    cap_idx = X.x_index.T[mask.T]
-    cap_val = np.broadcast_to(load[None, :], (m, n))[mask.T]
+    maskT = mask.T
+    indices[nx:2 * nx] = X.x_index.T[maskT]
+    data[nx:2 * nx] = np.broadcast_to(load[None, :], (m, n))[maskT]
     # level rows: the job's variables then t; variable v of job j sits at v + j
-    lvl_idx = np.empty(nx + n, dtype=np.int64)
-    lvl_val = np.empty(nx + n)
-    shift = np.repeat(np.arange(n, dtype=np.int64), per_job)
-    lvl_idx[cols_x + shift] = cols_x
-    lvl_val[cols_x + shift] = a[mask]
+    lvl_idx, lvl_val = indices[2 * nx:], data[2 * nx:]
+    pos = np.arange(nx, dtype=np.int64)
+    pos += np.repeat(np.arange(n, dtype=np.int64), per_job)
+    lvl_idx[pos] = indices[:nx]
+    lvl_val[pos] = a[mask]
+    del pos
     t_pos = job_ptr[1:] + np.arange(n, dtype=np.int64)
     lvl_idx[t_pos] = t
     lvl_val[t_pos] = -1.0
@@ -64,7 +73,5 @@ def level_rows_csr(X: AllocationVars, load: np.ndarray, a: np.ndarray, t: int) -
         job_ptr,
         nx + np.cumsum(per_type, dtype=np.int64),
         2 * nx + job_ptr[1:] + np.arange(1, n + 1, dtype=np.int64),
-    ])
-    indices = np.concatenate([cols_x, cap_idx, lvl_idx])
-    data = np.concatenate([np.ones(nx), cap_val, lvl_val])
+    ]).astype(idx_t, copy=False)
     return sp.csr_array((data, indices, indptr), shape=(2 * n + m, t + 1))
