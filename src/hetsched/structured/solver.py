@@ -958,6 +958,7 @@ def _solve_floor(P: SeparableProblem, opts: StructuredOptions, deadline: float |
     amb = np.ones(n, dtype=bool)
     best_upper, lam_best, best_gap = np.inf, None, np.inf
     priced = None  # (prices, floor_best of every job at them) from the last round's pricing
+    cols = None  # master jobs' variables (None: all usable); restricted once prices are known
     if n > opts.base_size and opts.init != "none":
         t_w = time.perf_counter()
         warm = _floor_warm_start(P, opts, deadline, depth)
@@ -968,7 +969,10 @@ def _solve_floor(P: SeparableProblem, opts: StructuredOptions, deadline: float |
         if warm is not None:
             lam, amb0 = warm
             amb = np.zeros(n, dtype=bool)
+            cols = np.zeros((n, m), dtype=bool)
             if amb0 is not None:
+                ch0 = floor_best(A[amb0], P.U[amb0], lambda sl: P.price(lam, amb0[sl]), c[amb0], f[amb0])
+                cols[amb0] = _floor_candidates(P, amb0, ch0)
                 # prices of a level optimum, scaled far above the objective: they choose the
                 # master's jobs well but are no stabilization center (a mix with the
                 # master's prices would be theirs), so the rounds price at the master's
@@ -991,7 +995,10 @@ def _solve_floor(P: SeparableProblem, opts: StructuredOptions, deadline: float |
                 ch = floor_best(A[fj], P.U[fj], lambda sl: P.price(lam, fj[sl]), c[fj], f[fj])
             V, gid, uj, sj, agg = _floor_groups(P, fj, ch, lam, opts)
             if np.any(~np.isfinite(ch.value)):  # a fixed job with no vertex: let the LP see it
-                amb[fj[~np.isfinite(ch.value)]] = True
+                bad = fj[~np.isfinite(ch.value)]
+                amb[bad] = True
+                if cols is not None:
+                    cols[bad] = P.U[bad]
                 continue
             fixed_load = V.loads(P, fj)
         else:
@@ -1000,11 +1007,18 @@ def _solve_floor(P: SeparableProblem, opts: StructuredOptions, deadline: float |
             agg, fixed_load = None, np.zeros(P.n_cap)
         res.pricing_s += time.perf_counter() - t_p
         t_m = time.perf_counter()
-        lp, maps = _master(P, amb_idx, cap_rhs=C - fixed_load, level=False, agg=agg)
+        lp, maps = _master(P, amb_idx, cap_rhs=C - fixed_load, level=False, agg=agg,
+                           cols=None if cols is None else cols[amb_idx])
         out = _highs_solve(lp, deadline)
         res.master_s += time.perf_counter() - t_m
+        if out.status in ("infeasible", "infeasible_or_unbounded") and cols is not None \
+                and not np.array_equal(cols[amb_idx], P.U[amb_idx]):
+            cols[amb_idx] = P.U[amb_idx]  # the master jobs' chosen variables cannot meet their floors: all of them
+            res.history.append({"round": rnd, "master_jobs": int(amb_idx.size), "infeasible_master": True})
+            continue
         if out.status in ("infeasible", "infeasible_or_unbounded") and fj.size:
             amb[:] = True  # the fixed vertices do not fit: solve the plain LP
+            cols = None
             res.history.append({"round": rnd, "master_jobs": int(amb_idx.size), "infeasible_master": True})
             continue
         if not out.success:
@@ -1036,18 +1050,22 @@ def _solve_floor(P: SeparableProblem, opts: StructuredOptions, deadline: float |
             full, upper, viol = _floor_pricing(P, lam, fj, ent, C_fin, opts)
             gap = (upper - lower) / max(abs(lower), 1e-300)
         priced = (lam, full)
+        new_cols = _floor_new_columns(P, amb_idx, cols, lam_master, ya, za)
         res.pricing_s += time.perf_counter() - t_p
         res.history.append({"round": rnd, "master_jobs": int(amb_idx.size), "groups": agg.size if agg else 0,
                             "master_vars": lp.n_vars, "objective": lower, "upper": upper, "gap": gap,
-                            "violators": int(viol.size)})
-        log.debug("structured floor round %d: %d master jobs, %d group columns, obj=%.12g, gap %.2e, %d violators",
-                  rnd, amb_idx.size, agg.size if agg else 0, lower, gap, viol.size)
+                            "violators": int(viol.size), "new_columns": int(new_cols.sum())})
+        log.debug("structured floor round %d: %d master jobs, %d group columns, %d vars, obj=%.12g, gap %.2e, "
+                  "%d violators, %d new columns", rnd, amb_idx.size, agg.size if agg else 0, lp.n_vars, lower, gap,
+                  viol.size, int(new_cols.sum()))
+        if new_cols.any():
+            cols[amb_idx] |= new_cols
         if upper < best_upper:
             best_upper, lam_best = upper, lam.copy()
         best_gap = min(best_gap, gap)
         if viol.size and gap > opts.coarse_gap and rnd <= opts.floor_coarse_rounds and fj.size:
             continue  # prices still far off: regroup with the new prices first
-        if viol.size == 0 or gap <= opts.gap_tol:
+        if (viol.size == 0 and not new_cols.any()) or gap <= opts.gap_tol:
             y = np.zeros(n)
             z = np.zeros(n)
             y[fj], z[fj] = full.y[fj], full.z[fj]
@@ -1069,8 +1087,41 @@ def _solve_floor(P: SeparableProblem, opts: StructuredOptions, deadline: float |
             log.debug("structured floor done in %.3fs: %s", time.perf_counter() - t_start, res.message)
             return res
         amb[viol] = True
+        if cols is not None and viol.size:
+            cols[viol] = _floor_candidates(P, viol, full.take(viol))
     res.status, res.message = "iteration_limit", f"no certificate after {opts.max_rounds} master LPs"
     return res
+
+
+def _floor_candidates(P: SeparableProblem, rows: np.ndarray, ch: FloorChoice) -> np.ndarray:
+    """Variables a job brings into a floor master: the types of its best and runner-up
+    vertices at the current prices and its type with the largest floor coefficient (so
+    that its floor row stays satisfiable); others join when their reduced cost turns
+    positive (:func:`_floor_new_columns`)."""
+    n_r, m = rows.shape[0], P.m
+    out = np.zeros((n_r, m), dtype=bool)
+    r = np.arange(n_r)
+    for kind, k, l in ((ch.kind, ch.k, ch.l), (ch.kind2, ch.k2, ch.l2)):
+        one = kind >= SINGLE
+        out[r[one], k[one]] = True
+        two = kind == PAIR
+        out[r[two], l[two]] = True
+    U = P.U[rows]
+    out[r, np.argmax(np.where(U, P.A[rows], -np.inf), axis=1)] = True
+    return out & U
+
+
+def _floor_new_columns(P: SeparableProblem, amb_idx: np.ndarray, cols: np.ndarray | None, lam: np.ndarray,
+                       y: np.ndarray, z: np.ndarray) -> np.ndarray:
+    r"""Master jobs' variables missing from the master whose reduced cost at the master's
+    duals is positive: :math:`c_{jk} - \text{price}_{jk} + y_j A_{jk} - z_j > 0`."""
+    if cols is None or not amb_idx.size:
+        return np.zeros((amb_idx.size, P.m), dtype=bool)
+    price = P.price(lam, amb_idx)
+    Aa, ca, Ua = P.A[amb_idx], P.c[amb_idx], P.U[amb_idx]
+    rc = ca - price + y[:, None] * Aa - z[:, None]
+    scale = np.abs(ca) + price + y[:, None] * Aa + z[:, None]
+    return Ua & ~cols[amb_idx] & (rc > 1e-9 * scale + 1e-300)
 
 
 def _floor_pricing(P: SeparableProblem, lam: np.ndarray, fj: np.ndarray, ent: list, C_fin: np.ndarray,
