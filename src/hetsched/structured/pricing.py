@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import numpy as np
 
-__all__ = ["level_costs", "floor_best", "FloorChoice", "vertex_dense", "vertex_signature", "CHUNK_ROWS"]
+__all__ = ["CHUNK_ROWS", "FloorChoice", "floor_best", "level_costs", "vertex_dense", "vertex_signature"]
 
 #: Rows processed at once by the floor-mode pricing (bounds temporary memory).
 CHUNK_ROWS = 131_072
@@ -76,7 +76,7 @@ class FloorChoice:
         self.y = np.zeros(n)
         self.z = np.zeros(n)
 
-    def take(self, rows: np.ndarray) -> "FloorChoice":
+    def take(self, rows: np.ndarray) -> FloorChoice:
         """The choices of jobs ``rows`` (what :func:`floor_best` returns for those rows alone)."""
         out = FloorChoice.__new__(FloorChoice)
         for name, value in vars(self).items():
@@ -150,7 +150,7 @@ def floor_best(A: np.ndarray, U: np.ndarray, price, c: np.ndarray, f: np.ndarray
     ``price[j, k]`` the cost of a unit of time of job j on type k at the current capacity
     prices (:math:`W_{jk}\\lambda_k` plus any host-resource rows): an array, or a function
     of a row slice returning that slice's prices (so that no (n, m) array is built)."""
-    n, m = A.shape
+    n = A.shape[0]
     out = FloorChoice(n)
     for s in range(0, n, CHUNK_ROWS):
         e = min(n, s + CHUNK_ROWS)
@@ -178,7 +178,7 @@ def _floor_chunk(A, U, price, c, f, out: FloorChoice, sl: slice) -> None:
     one = np.ones(n, dtype=np.int8)
     zero_i = np.zeros(n, dtype=np.int64)
     zero_f = np.zeros(n)
-    amount = lambda k, pref: np.where(full_better[rows, k] == pref, 1.0, amt_floor[rows, k])  # noqa: E731
+    amount = lambda k, pref: np.where(full_better[rows, k] == pref, 1.0, amt_floor[rows, k])
     top = _Top2(n)
     top.offer([va, one, ka, zero_i, amount(ka, True), zero_f])
     top.offer([vb, one, kb, zero_i, amount(kb, True), zero_f])

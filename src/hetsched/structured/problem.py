@@ -201,18 +201,18 @@ class SeparableProblem:
             out[self.m + e] = np.bincount(g, weights=self.Wx[rows, e] * D[:, self.kx[e]], minlength=n_groups)
         return out
 
-    def take(self, rows: np.ndarray, **changes) -> "SeparableProblem":
+    def take(self, rows: np.ndarray, **changes) -> SeparableProblem:
         """The jobs ``rows`` as a problem of their own (no LP rows; ``changes`` override fields)."""
         n_s = rows.shape[0]
         neg = np.full(n_s, -1, dtype=np.int64)
-        fields = dict(
-            A=self.A[rows], U=self.U[rows], W=self.W[rows], C=self.C, c=None if self.c is None else self.c[rows],
-            floors=None if self.floors is None else self.floors[rows], has_level=self.has_level[rows],
-            gamma=self.gamma, t_bounds=self.t_bounds, offset=self.offset,
-            x_index=np.full((n_s, self.m), -1, dtype=np.int64), t_index=-1, t_value=self.t_value, time_row=neg,
-            level_row=neg, level_scale=np.ones(n_s), cap_row=np.full(self.m, -1, dtype=np.int64), n_rows=0,
-            Wx=self.Wx[rows], kx=self.kx, Cx=self.Cx,
-        )
+        fields = {
+            "A": self.A[rows], "U": self.U[rows], "W": self.W[rows], "C": self.C, "c": None if self.c is None else self.c[rows],
+            "floors": None if self.floors is None else self.floors[rows], "has_level": self.has_level[rows],
+            "gamma": self.gamma, "t_bounds": self.t_bounds, "offset": self.offset,
+            "x_index": np.full((n_s, self.m), -1, dtype=np.int64), "t_index": -1, "t_value": self.t_value, "time_row": neg,
+            "level_row": neg, "level_scale": np.ones(n_s), "cap_row": np.full(self.m, -1, dtype=np.int64), "n_rows": 0,
+            "Wx": self.Wx[rows], "kx": self.kx, "Cx": self.Cx,
+        }
         fields.update(changes)
         return SeparableProblem(**fields)
 
@@ -302,10 +302,10 @@ def _from_level_meta(lp: LinearProgram) -> SeparableProblem | None:
     time_row = np.arange(n, dtype=np.int64)
     level_row = n + m + np.arange(n, dtype=np.int64)
     cap_row = n + np.arange(m, dtype=np.int64)
-    common = dict(A=A, U=U, W=W, C=C, x_index=xi, t_index=t, time_row=time_row, level_row=level_row,
-                  level_scale=np.ones(n), cap_row=cap_row, n_rows=lp.n_rows, has_level=np.ones(n, dtype=bool),
-                  Wx=Wx, kx=kx, Cx=Cx, extra_row=extra_row, zero_j=zj, zero_k=zk, zero_row=zr,
-                  zero_coef=np.ones(zj.size))
+    common = {"A": A, "U": U, "W": W, "C": C, "x_index": xi, "t_index": t, "time_row": time_row, "level_row": level_row,
+                  "level_scale": np.ones(n), "cap_row": cap_row, "n_rows": lp.n_rows, "has_level": np.ones(n, dtype=bool),
+                  "Wx": Wx, "kx": kx, "Cx": Cx, "extra_row": extra_row, "zero_j": zj, "zero_k": zk, "zero_row": zr,
+                  "zero_coef": np.ones(zj.size)}
     if floor is None:
         if lp.col_ub[t] != np.inf or lp.col_lb[t] != 0.0 or lp.c[t] <= 0:
             return None
@@ -501,9 +501,9 @@ def _parse(lp: LinearProgram) -> tuple[SeparableProblem | None, str]:
         A[zj, zk] = W[zj, zk] = cX[zj, zk] = 0.0
         for e in range(kx.size):
             Wx[zj[zk == kx[e]], e] = 0.0
-    common = dict(A=A, U=U, W=W, C=C, x_index=xi, t_index=t, time_row=time_row, level_row=level_row,
-                  level_scale=level_scale, cap_row=cap_row, n_rows=R, Wx=Wx, kx=kx, Cx=Cx, extra_row=extra_rows,
-                  zero_j=zj, zero_k=zk, zero_row=zr, zero_coef=zcoef)
+    common = {"A": A, "U": U, "W": W, "C": C, "x_index": xi, "t_index": t, "time_row": time_row, "level_row": level_row,
+                  "level_scale": level_scale, "cap_row": cap_row, "n_rows": R, "Wx": Wx, "kx": kx, "Cx": Cx, "extra_row": extra_rows,
+                  "zero_j": zj, "zero_k": zk, "zero_row": zr, "zero_coef": zcoef}
     if t >= 0:
         tlb, tub = float(lp.col_lb[t]), float(lp.col_ub[t])
         # rows with t alone are bounds on t

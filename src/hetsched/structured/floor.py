@@ -1,0 +1,461 @@
+r"""Floor mode of the structured solver: a separable objective with per-job floors
+:math:`A_j \cdot X_j \ge f_j` (stage 2 of a level LP; the throughput LP).
+
+Every job's best vertex at given prices is known in closed form (:mod:`.pricing`). Each
+round (:func:`solve_floor`):
+
+1. **group** the fixed jobs by (vertex, runner-up vertex, relative gap bin); a group's
+   columns move its jobs toward the runner-up or shrink them to their floor
+   (:func:`_floor_groups`; vertices stay sparse, :class:`_Vertices`);
+2. **solve** the master over the master jobs' likely variables
+   (:func:`_floor_candidates`) plus the group columns, with the fixed vertices' load taken
+   off the capacities;
+3. **price** every job at the new prices (:func:`_floor_pricing`): the Lagrangian bound
+   certifies, fixed jobs whose best vertex beats their current one are violators, and
+   master-job variables with a positive reduced cost join (:func:`_floor_new_columns`);
+4. **stop** when the gap is certified or nothing is left to add.
+
+First prices (:func:`_floor_warm_start`): for a second stage, the stage-1 prices scaled far
+above the objective; otherwise the floor problem on a random sample.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from dataclasses import dataclass
+
+import numpy as np
+
+from .level import solve_level
+from .master import (
+    Aggregate,
+    build_master,
+    compact,
+    most_violated,
+    n_bins,
+    ratio_bin,
+    read_master,
+    sample_rows,
+    solve_master,
+    subproblem,
+    whole_lp_prices,
+)
+from .options import StructuredOptions, StructuredResult
+from .pricing import PAIR, SINGLE, FloorChoice, floor_best
+from .problem import SeparableProblem
+
+__all__ = ['TIGHT_LEVEL', 'solve_floor']
+
+log = logging.getLogger(__name__)
+
+
+#: Floor-feasibility level at or below which a floor problem counts as tight (its floors are
+#: the optimum of a level LP, as in a policy's second stage).
+TIGHT_LEVEL = 1.0 + 1e-6
+
+
+def _min_amount(P, rows, kind, k, xk):
+    """Smallest amount a single-type vertex can shrink to on its type (floor or 0)."""
+    f = P.floors[rows]
+    with np.errstate(divide="ignore", invalid="ignore"):
+        lo = np.where(f > 0, f / P.A[rows, k], 0.0)
+    return np.where(kind == SINGLE, np.minimum(lo, xk), xk)
+
+
+@dataclass
+class _Vertices:
+    r"""Fixed jobs' vertices, sparsely (at most two nonzeros each; see :mod:`.pricing`).
+
+    ``v0`` / ``v1``: (type, amount) entries of the current vertex and of the runner-up
+    (amount 0 where a job has none); moving by ``u`` toward the runner-up and shrinking by
+    ``s`` on type ``k`` by ``delta`` gives :math:`(1-u) X^0 + u X^1 + s\,\delta\,e_k`.
+    """
+
+    v0: list
+    v1: list
+    k: np.ndarray
+    delta: np.ndarray
+
+    def entries(self, u: np.ndarray | None = None, s: np.ndarray | None = None) -> list:
+        """(type, amount) entries of the allocation at moves ``u`` and shrinks ``s`` (the
+        vertex when None); within one entry each job appears once."""
+        w0 = 1.0 if u is None else 1.0 - u
+        out = [(k, w0 * a) for k, a in self.v0]
+        if u is not None:
+            out += [(k, u * a) for k, a in self.v1]
+        if s is not None:
+            out.append((self.k, s * self.delta))
+        return out
+
+    def loads(self, P: SeparableProblem, rows: np.ndarray) -> np.ndarray:
+        """Coupling-row loads (n_cap,) of the current vertices of jobs ``rows``."""
+        return sum(P.loads(rows, k, a)[:, 0] for k, a in self.v0)
+
+
+def _entries(kind, k, l, xk, xl) -> list:
+    """A vertex's (type, amount) entries; amounts 0 where the vertex has no such entry."""
+    return [(k, np.where(kind >= SINGLE, xk, 0.0)), (l, np.where(kind == PAIR, xl, 0.0))]
+
+
+def _move_size(P: SeparableProblem, rows, lam, cf, v0: list, v1: list) -> np.ndarray:
+    r""":math:`\sum_k (|c_{jk}| + \text{price}_{jk}) |X^1_{jk} - X^0_{jk}|` from the sparse
+    entries (each type counted once)."""
+    slots = [k for k, _ in v0] + [k for k, _ in v1]
+    n = rows.shape[0]
+    r = np.arange(n)
+    total = np.zeros(n)
+    for i, k in enumerate(slots):
+        first = np.ones(n, dtype=bool)
+        for k_prev in slots[:i]:
+            first &= k != k_prev
+        d = sum(np.where(kk == k, a, 0.0) for kk, a in v1) - sum(np.where(kk == k, a, 0.0) for kk, a in v0)
+        w = np.abs(cf[r, k]) + P.price_at(rows, k, lam)
+        total += np.where(first, w * np.abs(d), 0.0)
+    return total
+
+
+def _floor_groups(P: SeparableProblem, fj: np.ndarray, ch: FloorChoice, lam: np.ndarray, opts: StructuredOptions):
+    """Vertices of fixed jobs, their groups and the aggregated columns.
+
+    Each group shares (vertex, runner-up vertex, relative gap bin); its columns move all
+    its jobs toward the runner-up (u) or shrink them on their type (s), u + s <= 1.
+    Returns (:class:`_Vertices`, group per job, u column per job, s column per job,
+    aggregated columns or None); loads and objectives come from the sparse vertices.
+    """
+    m = P.m
+    from .pricing import vertex_signature
+
+    has1 = ch.kind2 >= 0
+    v0 = _entries(ch.kind, ch.k, ch.l, ch.xk, ch.xl)
+    v1 = _entries(np.where(has1, ch.kind2, -1), ch.k2, ch.l2, ch.xk2, ch.xl2)
+    xmin = _min_amount(P, fj, ch.kind, ch.k, ch.xk)
+    shrink = (ch.kind == SINGLE) & (xmin < ch.xk * (1.0 - 1e-12))
+    V = _Vertices(v0=v0, v1=v1, k=ch.k, delta=np.where(shrink, xmin - ch.xk, 0.0))
+    cf = P.c[fj]
+    # gap relative to the size of the move itself: for "all time on k" vs "floor on k" this
+    # is (c - W lam) / (c + W lam), a pure price ratio whatever the floor
+    scale = _move_size(P, fj, lam, cf, v0, v1) + 1e-300
+    rho = 1.0 + np.maximum(ch.value - ch.runner_up, 0.0) / scale
+    rho = np.where(has1, rho, np.inf)
+    sig0 = vertex_signature(m, ch.kind, ch.k, ch.l, ch.xk >= 1.0)
+    sig1 = np.where(has1, vertex_signature(m, ch.kind2, ch.k2, ch.l2, ch.xk2 >= 1.0), -1)
+    S = 2 + 2 * m + m * m
+    B = n_bins(opts)
+    b = np.where(has1, ratio_bin(np.where(has1, rho, 1.0), opts), B)
+    key = ((sig0 * (S + 1) + (sig1 + 1)) * (B + 1) + b)
+    grouped = has1 | shrink
+    gid = np.full(fj.size, -1, dtype=np.int64)
+    if not grouped.any():
+        return V, gid, gid, gid, None
+    size = (S + 1) * (S + 1) * (B + 1)
+    if size <= max(4 * fj.size, 1 << 20):  # O(n) relabelling; a sort when the key range is large
+        inv, uniq = compact(key[grouped], size)
+    else:
+        uniq, inv = np.unique(key[grouped], return_inverse=True)
+    gid[grouped] = inv
+    G = uniq.size
+    # column u_g (to the runner-up) where the group has one; s_g (shrink) where shrinkable
+    g_has1 = np.zeros(G, dtype=bool)
+    g_has1[inv[has1[grouped]]] = True
+    g_shr = np.zeros(G, dtype=bool)
+    g_shr[inv[shrink[grouped]]] = True
+    ucol = np.full(G, -1, dtype=np.int64)
+    ucol[g_has1] = np.arange(int(g_has1.sum()))
+    scol = np.full(G, -1, dtype=np.int64)
+    scol[g_shr] = int(g_has1.sum()) + np.arange(int(g_shr.sum()))
+    ncol = int(g_has1.sum() + g_shr.sum())
+    cap = np.zeros((P.n_cap, ncol))
+    obj = np.zeros(ncol)
+    rows_g = np.flatnonzero(grouped)
+    moves = ((v1, v0, ucol, has1), ([(ch.k, V.delta)], [], scol, shrink))
+    for plus, minus, colmap, sel in moves:
+        jr = rows_g[sel[rows_g]]
+        if not jr.size:
+            continue
+        cidx = colmap[gid[jr]]
+        rows = fj[jr]
+        for entries, sign in ((plus, 1.0), (minus, -1.0)):
+            for k, a in entries:
+                cap += P.loads(rows, k[jr], sign * a[jr], cidx, ncol)
+                obj += np.bincount(cidx, weights=sign * cf[jr, k[jr]] * a[jr], minlength=ncol)
+    both = g_has1 & g_shr
+    link = np.stack([ucol[both], scol[both]], axis=1) if both.any() else None
+    uj = np.where(gid >= 0, ucol[np.maximum(gid, 0)], -1)
+    uj = np.where(has1, uj, -1)
+    sj = np.where(gid >= 0, scol[np.maximum(gid, 0)], -1)
+    sj = np.where(shrink, sj, -1)
+    return V, gid, uj, sj, Aggregate(cap=cap, obj=obj, link=link)
+
+
+def solve_floor(P: SeparableProblem, opts: StructuredOptions, deadline: float | None, depth: int = 0) -> StructuredResult:
+    """Maximize the separable objective of ``P`` under its floors (floor mode), certified
+    by the Lagrangian bound.
+
+    Phases (module docstring): first prices from :func:`_floor_warm_start` (or none: every
+    job in the master, the plain LP) and, for a second stage, the first stage's master jobs
+    with their likely variables; then rounds of group -> solve -> price -> stop or add
+    violators and columns. While the gap is coarse the first rounds price at a point between
+    the best prices so far and the master's (in-out stabilization) and only regroup. A
+    master made infeasible by restricted variables gets all its jobs' variables, one made
+    infeasible by the fixed vertices makes every job a master job. Returns status "optimal"
+    with X, the prices and the row duals, "infeasible" (floors that cannot all be met), or
+    a limit / the master's failure status.
+    """
+    n, m = P.n, P.m
+    t_start = time.perf_counter()
+    res = StructuredResult(status="unknown", message="")
+    A, C, c, f = P.A, P.C_all, P.c, P.floors
+    C_fin = np.where(np.isfinite(C), C, 0.0)
+    lam = None
+    amb = np.ones(n, dtype=bool)
+    best_upper, lam_best, best_gap = np.inf, None, np.inf
+    priced = None  # (prices, floor_best of every job at them) from the last round's pricing
+    cols = None  # master jobs' variables (None: all usable); restricted once prices are known
+    if n > opts.base_size and opts.init != "none":
+        t_w = time.perf_counter()
+        warm = _floor_warm_start(P, opts, deadline, depth)
+        res.warm_s = time.perf_counter() - t_w
+        if warm == "infeasible":
+            res.status, res.message = "infeasible", "the floors cannot all be met (certified by the level bound)"
+            return res
+        if warm is not None:
+            lam, amb0 = warm
+            amb = np.zeros(n, dtype=bool)
+            cols = np.zeros((n, m), dtype=bool)
+            if amb0 is not None:
+                ch0 = floor_best(A[amb0], P.U[amb0], _price_fn(P, lam, amb0), c[amb0], f[amb0])
+                cols[amb0] = _floor_candidates(P, amb0, ch0)
+                # prices of a level optimum, scaled far above the objective: they choose the
+                # master's jobs well but are no stabilization center (a mix with the
+                # master's prices would be theirs), so the rounds price at the master's
+                amb[amb0] = True
+            else:
+                lam_best = lam
+                best_upper = float(lam @ C_fin + floor_best(A, P.U, _price_fn(P, lam), c, f).value.sum()) \
+                    + P.offset
+    for rnd in range(1, opts.max_rounds + 1):
+        if deadline is not None and time.perf_counter() > deadline:
+            res.status, res.message = "time_limit", f"time limit after {rnd - 1} master solves"
+            return res
+        amb_idx = np.flatnonzero(amb)
+        fj = np.flatnonzero(~amb)
+        t_p = time.perf_counter()
+        if fj.size:
+            if priced is not None and priced[0] is lam:  # last round priced every job at these prices
+                ch = priced[1].take(fj)
+            else:
+                ch = floor_best(A[fj], P.U[fj], _price_fn(P, lam, fj), c[fj], f[fj])
+            V, _, uj, sj, agg = _floor_groups(P, fj, ch, lam, opts)
+            if np.any(~np.isfinite(ch.value)):  # a fixed job with no vertex: let the LP see it
+                bad = fj[~np.isfinite(ch.value)]
+                amb[bad] = True
+                if cols is not None:
+                    cols[bad] = P.U[bad]
+                continue
+            fixed_load = V.loads(P, fj)
+        else:
+            V = None
+            uj = sj = np.zeros(0, dtype=np.int64)
+            agg, fixed_load = None, np.zeros(P.n_cap)
+        res.pricing_s += time.perf_counter() - t_p
+        t_m = time.perf_counter()
+        lp, maps = build_master(P, amb_idx, cap_rhs=C - fixed_load, level=False, agg=agg,
+                           cols=None if cols is None else cols[amb_idx])
+        out = solve_master(lp, deadline)
+        res.master_s += time.perf_counter() - t_m
+        if out.status in ("infeasible", "infeasible_or_unbounded") and cols is not None \
+                and not np.array_equal(cols[amb_idx], P.U[amb_idx]):
+            cols[amb_idx] = P.U[amb_idx]  # the master jobs' chosen variables cannot meet their floors: all of them
+            res.history.append({"round": rnd, "master_jobs": int(amb_idx.size), "infeasible_master": True})
+            continue
+        if out.status in ("infeasible", "infeasible_or_unbounded") and fj.size:
+            amb[:] = True  # the fixed vertices do not fit: solve the plain LP
+            cols = None
+            res.history.append({"round": rnd, "master_jobs": int(amb_idx.size), "infeasible_master": True})
+            continue
+        if not out.success:
+            res.status = out.status
+            res.message = f"master LP {rnd} ended {out.status!r} ({out.message})"
+            return res
+        Xa, lam_master, za, ya, u = read_master(P, lp, out, maps)
+        # in-out stabilization: while far from optimal, price at a point between the best
+        # prices so far (lowest bound) and the master's, which damps the master's swings
+        coarse_phase = rnd <= opts.floor_coarse_rounds and lam_best is not None
+        lam = 0.5 * (lam_best + lam_master) if coarse_phase and best_gap > opts.coarse_gap else lam_master
+        t_p = time.perf_counter()
+        if V is None:
+            ent = []
+        elif agg is not None:
+            uu = np.where(uj >= 0, u[np.maximum(uj, 0)], 0.0)
+            ss = np.where(sj >= 0, u[np.maximum(sj, 0)], 0.0)
+            ent = V.entries(uu, ss)
+        else:
+            ent = V.entries()
+        # the fixed jobs' allocation stays sparse (entries) until the certificate holds
+        lower = float((c[amb_idx] * Xa).sum()) + sum(float(c[fj, k] @ a) for k, a in ent) + P.offset
+        full, upper, viol = _floor_pricing(P, lam, fj, ent, C_fin, opts)
+        gap = (upper - lower) / max(abs(lower), 1e-300)
+        if viol.size == 0 and gap > opts.gap_tol and lam is not lam_master:
+            # no violators at the stabilized prices proves nothing about the master's jobs:
+            # price at the master's own prices before concluding
+            lam = lam_master
+            full, upper, viol = _floor_pricing(P, lam, fj, ent, C_fin, opts)
+            gap = (upper - lower) / max(abs(lower), 1e-300)
+        priced = (lam, full)
+        new_cols = _floor_new_columns(P, amb_idx, cols, lam_master, ya, za)
+        res.pricing_s += time.perf_counter() - t_p
+        res.history.append({"round": rnd, "master_jobs": int(amb_idx.size), "groups": agg.size if agg else 0,
+                            "master_vars": lp.n_vars, "objective": lower, "upper": upper, "gap": gap,
+                            "violators": int(viol.size), "new_columns": int(new_cols.sum())})
+        log.debug("structured floor round %d: %d master jobs, %d group columns, %d vars, obj=%.12g, gap %.2e, "
+                  "%d violators, %d new columns", rnd, amb_idx.size, agg.size if agg else 0, lp.n_vars, lower, gap,
+                  viol.size, int(new_cols.sum()))
+        if new_cols.any():
+            cols[amb_idx] |= new_cols
+        if upper < best_upper:
+            best_upper, lam_best = upper, lam.copy()
+        best_gap = min(best_gap, gap)
+        if viol.size and gap > opts.coarse_gap and rnd <= opts.floor_coarse_rounds and fj.size:
+            continue  # prices still far off: regroup with the new prices first
+        if (viol.size == 0 and not new_cols.any()) or gap <= opts.gap_tol:
+            y = np.zeros(n)
+            z = np.zeros(n)
+            y[fj], z[fj] = full.y[fj], full.z[fj]
+            y[amb_idx], z[amb_idx] = ya, za
+            X = np.zeros((n, m))
+            X[amb_idx] = Xa
+            for k, a in ent:
+                X[fj, k] += a
+            res.X, res.lam, res.y, res.z = X, lam, y, z
+            res.lower, res.upper = lower, max(upper, lower)
+            res.objective = lower
+            res.rounds, res.n_master_jobs = rnd, int(amb_idx.size)
+            res.master_rows = amb_idx
+            if gap <= max(opts.gap_tol, 1e-7):
+                res.status, res.message = "optimal", f"certified gap {max(gap, 0.0):.1e} after {rnd} master LP(s)"
+            else:
+                res.status = "numerical_error"
+                res.message = f"no violators but certified gap {gap:.1e} after {rnd} master LP(s)"
+            log.debug("structured floor done in %.3fs: %s", time.perf_counter() - t_start, res.message)
+            return res
+        amb[viol] = True
+        if cols is not None and viol.size:
+            cols[viol] = _floor_candidates(P, viol, full.take(viol))
+    res.status, res.message = "iteration_limit", f"no certificate after {opts.max_rounds} master LPs"
+    return res
+
+
+def _floor_candidates(P: SeparableProblem, rows: np.ndarray, ch: FloorChoice) -> np.ndarray:
+    """Variables a job brings into a floor master: the types of its best and runner-up
+    vertices at the current prices and its type with the largest floor coefficient (so
+    that its floor row stays satisfiable); others join when their reduced cost turns
+    positive (:func:`_floor_new_columns`)."""
+    n_r, m = rows.shape[0], P.m
+    out = np.zeros((n_r, m), dtype=bool)
+    r = np.arange(n_r)
+    for kind, k, l in ((ch.kind, ch.k, ch.l), (ch.kind2, ch.k2, ch.l2)):
+        one = kind >= SINGLE
+        out[r[one], k[one]] = True
+        two = kind == PAIR
+        out[r[two], l[two]] = True
+    U = P.U[rows]
+    out[r, np.argmax(np.where(U, P.A[rows], -np.inf), axis=1)] = True
+    return out & U
+
+
+def _floor_new_columns(P: SeparableProblem, amb_idx: np.ndarray, cols: np.ndarray | None, lam: np.ndarray,
+                       y: np.ndarray, z: np.ndarray) -> np.ndarray:
+    r"""Master jobs' variables missing from the master whose reduced cost at the master's
+    duals is positive: :math:`c_{jk} - \text{price}_{jk} + y_j A_{jk} - z_j > 0`."""
+    if cols is None or not amb_idx.size:
+        return np.zeros((amb_idx.size, P.m), dtype=bool)
+    price = P.price(lam, amb_idx)
+    Aa, ca, Ua = P.A[amb_idx], P.c[amb_idx], P.U[amb_idx]
+    rc = ca - price + y[:, None] * Aa - z[:, None]
+    scale = np.abs(ca) + price + y[:, None] * Aa + z[:, None]
+    return Ua & ~cols[amb_idx] & (rc > 1e-9 * scale + 1e-300)
+
+
+def _floor_pricing(P: SeparableProblem, lam: np.ndarray, fj: np.ndarray, ent: list, C_fin: np.ndarray,
+                   opts: StructuredOptions):
+    """Closed-form pricing of every job at ``lam``: (choices, Lagrangian upper bound, violators).
+
+    Violators are fixed jobs (rows ``fj``, allocated the (type, amount) entries ``ent``)
+    whose best vertex at ``lam`` beats their current one by more than a relative 1e-9.
+    Prices are computed chunk by chunk, never as one (n, m) array.
+    """
+    A, c = P.A, P.c
+    full = floor_best(A, P.U, _price_fn(P, lam), c, P.floors)
+    upper = float(lam @ C_fin + full.value.sum()) + P.offset
+    cur = np.zeros(fj.size)
+    size = np.zeros(fj.size)
+    for k, a in ent:
+        p, ck = P.price_at(fj, k, lam), c[fj, k]
+        cur += (ck - p) * a
+        size += (np.abs(ck) + p) * a
+    scale_f = size + np.abs(full.value[fj])
+    excess = (full.value[fj] - cur) / (scale_f + 1e-300)
+    return full, upper, most_violated(fj, excess, 1e-9, opts, P.n)
+
+
+def _tight_prices(P: SeparableProblem, lam1: np.ndarray) -> np.ndarray:
+    """Level prices scaled far above the objective (floors at a level optimum cost that much)."""
+    ratio = np.where(P.U & (P.W > 0), np.abs(P.c) / np.maximum(P.W, 1e-300), 0.0)
+    return 1e6 * max(float(ratio.max()), 1e-300) / float(lam1.max()) * lam1
+
+
+def _floor_warm_start(P: SeparableProblem, opts: StructuredOptions, deadline, depth):
+    """First prices (and master jobs) for a floor problem, or "infeasible", or None.
+
+    With floors, the level problem "how far can every floor be scaled" (coefficients
+    :math:`A_{jk}/f_j`) is solved first. When its optimum is at most :data:`TIGHT_LEVEL`
+    the floors sit at a level optimum (a second stage): prices proportional to that
+    problem's (scaled far above the objective) price the floors, and its master jobs start
+    in the master. Otherwise prices come from the same floor problem on a random sample
+    with proportionally scaled capacities and floors scaled to the sample's own level.
+    """
+    n = P.n
+    if opts.init in ("ipx", "pdlp"):
+        lam, _ = whole_lp_prices(P, opts, deadline, {}, level=False)
+        return None if lam is None else (lam, None)
+    pos = P.floors > 0
+    w = P.warm
+    if (w is not None and pos.all() and np.ptp(P.floors) == 0 and w["level"] > 0
+            and P.floors[0] >= w["level"] * (1.0 - 1e-6) and np.any(w["lam"] > 0)):
+        # a second stage at the level the warm start found: its prices price the floors
+        return _tight_prices(P, w["lam"]), w["master_rows"]
+    tau = np.inf
+    if pos.any():
+        lvl = subproblem(P, np.arange(n), 1.0, level_from_floors=True)
+        r = solve_level(lvl, opts, deadline, depth + 1)
+        if r.status != "optimal":
+            return None
+        if r.upper < 1.0 - 1e-9:
+            return "infeasible"
+        tau = r.t
+        if tau <= TIGHT_LEVEL and np.any(r.lam > 0):
+            return _tight_prices(P, r.lam), r.master_rows
+        # tight only through some job's own time row (capacity has no price), or loose:
+        # the floors leave room, so a sample prices the capacity
+    rows, scale = sample_rows(P, opts)
+    floors = None
+    if pos.any():
+        lvl_s = subproblem(P, rows, scale, level_from_floors=True)
+        rs = solve_level(lvl_s, opts, deadline, depth + 1)
+        if rs.status != "optimal":
+            return None
+        beta = min(1.0, rs.t / tau) * (1.0 - 1e-9)
+        floors = np.where(pos[rows], P.floors[rows] * beta, P.floors[rows])
+    sub = subproblem(P, rows, scale, floors=floors)
+    r = solve_floor(sub, opts, deadline, depth + 1)
+    if r.status != "optimal":
+        return None
+    return r.lam, None
+
+
+def _price_fn(P: SeparableProblem, lam: np.ndarray, rows: np.ndarray | None = None):
+    """Prices of a row slice (of ``rows`` when given) at ``lam``, for :func:`~.pricing.floor_best`."""
+    if rows is None:
+        return lambda sl: P.price(lam, sl)
+    return lambda sl: P.price(lam, rows[sl])
