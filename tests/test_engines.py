@@ -110,7 +110,7 @@ def test_error_in_a_worker_keeps_its_class(engine, request):
 
 
 def test_ray_executor_rules(ray_executor):
-    with pytest.raises(ValidationError, match="`task_cpus` must be a finite number > 0; got 0"):
+    with pytest.raises(ValidationError, match="`task_cpus` must be a positive finite number; got 0"):
         RayExecutor(task_cpus=0)
     with pytest.raises(ValidationError, match="`task_cpus`.*got nan"):
         RayExecutor(task_cpus=float("nan"))

@@ -142,7 +142,7 @@ def test_structured_solver_in_subproblems():
 # ------------------------------------------------------------------------ bad input
 @pytest.mark.parametrize("k", [0, -1, True, 2.5, "4"])
 def test_bad_k(k):
-    with pytest.raises(ValidationError, match="`k` must be an integer >= 1"):
+    with pytest.raises(ValidationError, match="`k` must be a positive integer"):
         Partitioned("max_min_fairness", k=k)
 
 

@@ -64,7 +64,7 @@ def test_a_drained_cluster_solves_at_once() -> None:
 @pytest.mark.parametrize(("kw", "match"), [
     ({"preset": "slurm"}, r"`preset` must be one of \['gavel', 'hetsched'\]; got 'slurm'"),
     ({"preset": "gavel", "options": SimOptions()}, "give `preset` or `options`, not both"),
-    ({"arrivals": "queue"}, "`arrivals` must be 'carve' or 'wait'; got 'queue'"),
+    ({"arrivals": "queue"}, r"`arrivals` must be one of \['carve', 'wait'\]; got 'queue'"),
     ({"min_solve_interval": -1.0}, "`min_solve_interval` must be a finite number of seconds >= 0; got -1.0"),
     ({"min_solve_interval": float("nan")}, "`min_solve_interval` must be a finite number"),
 ])

@@ -309,7 +309,7 @@ def test_pai_bad_job_rows(tmp_path, table, line_no, replacement, match, reason):
     [
         (1, "job_zz,worker,1,Terminated,1000.0,4600.0,600.0,29.0,100.0,V100\n", r"pai_task_table\.csv: line 1: task 'worker' names job 'job_zz', which is not in the job table", "unknown_job"),
         (4, "job_c3,worker,x,Terminated,2000.0,9200.0,600.0,29.0,100.0,P100\n", r"line 4: task 'worker' of job 'job_c3': `inst_num` must be a number", "not_a_number"),
-        (4, "job_c3,worker,4,Terminated,2000.0,9200.0,600.0,29.0,-100.0,P100\n", r"line 4: task 'worker' of job 'job_c3': `inst_num` must be positive and `plan_gpu` non-negative", "bad_value"),
+        (4, "job_c3,worker,4,Terminated,2000.0,9200.0,600.0,29.0,-100.0,P100\n", r"line 4: task 'worker' of job 'job_c3': `plan_gpu` must be non-negative; got '-100.0'", "bad_value"),
     ],
 )
 def test_pai_bad_task_rows(tmp_path, line_no, replacement, match, reason):

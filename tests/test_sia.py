@@ -554,7 +554,7 @@ def test_bad_parameters(kwargs, match):
 
 @pytest.mark.parametrize("kwargs, match", [
     ({"restart_penalty": 1.0}, r"`restart_penalty` must be in \[0, 1\); entry 0 is 1.0"),
-    ({"restart_penalty": [0.1, 0.2, 0.3]}, r"`restart_penalty` must be a scalar or have shape \(n_jobs,\) = \(2,\)"),
+    ({"restart_penalty": [0.1, 0.2, 0.3]}, r"`restart_penalty` must have shape \(n_jobs,\) = \(2,\)"),
     ({"current": {"x": ("h100", 1)}}, r"`current\['x'\]` names GPU type 'h100'"),
     ({"current": {"x": ("a", 1.5)}}, r"`current\['x'\]` must have a non-negative integer GPU count"),
     ({"current": {"x": "a"}}, r"`current\['x'\]` must be a \(gpu_type, gpus\) pair"),

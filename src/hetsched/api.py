@@ -18,6 +18,7 @@ from .formulations.base import Policy, make_policy
 from .jobs import RESOURCE_FIELDS, JobSet
 from .result import Allocation
 from .solvers.base import SUCCESS_STATUSES
+from .validation import check_bool
 
 __all__ = ["solve", "validate_problem"]
 
@@ -166,8 +167,7 @@ def solve(
     """
     t0 = time.perf_counter()
     pol = make_policy(policy)
-    if not isinstance(aggregate, bool):
-        raise ValidationError(f"`aggregate` must be True or False; got {aggregate!r}.")
+    check_bool(aggregate, "aggregate")
     validate_problem(pol, jobs, cluster)
     ctx = SolveContext(solver=solver, time_limit=time_limit, options=options)
     n, m = jobs.n_jobs, jobs.n_types

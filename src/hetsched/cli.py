@@ -44,6 +44,7 @@ import numpy as np
 from .cluster import Cluster
 from .errors import HetschedError, ValidationError
 from .throughputs import DEFAULT_SPEEDUPS, ThroughputCatalogue, generate_catalogue, load_gavel_throughputs
+from .validation import check_int
 
 __all__ = ["DEMO_PRICES", "main"]
 
@@ -335,8 +336,7 @@ def _parse_cluster(text: str, gpus_per_server: int | None) -> Cluster:
     if not counts:
         raise ValidationError(f"`--cluster` must name at least one GPU type; got {text!r}.")
     if gpus_per_server is not None:
-        if gpus_per_server < 1:
-            raise ValidationError(f"`--gpus-per-server` must be a positive integer; got {gpus_per_server}.")
+        check_int(gpus_per_server, "--gpus-per-server", low=1)
         return Cluster.from_servers(counts, gpus_per_server=gpus_per_server)
     return Cluster(counts)
 
@@ -406,8 +406,7 @@ def _workload(args: argparse.Namespace, cluster: Cluster):
         if lost:  # rows the trace holds that were not kept: say so (details in meta["load_report"])
             print(f"note: {args.trace}: {rep.get('rows')} rows, {rep.get('kept')} kept; not kept: {lost}", file=sys.stderr)
         return trace
-    if args.jobs < 0:
-        raise ValidationError(f"`--jobs` must be a non-negative integer; got {args.jobs}.")
+    check_int(args.jobs, "--jobs", low=0)
     cat = _catalogue(args, cluster.gpu_types)
     probs = {1: 1.0} if args.single_gpu else (0.70, 0.10, 0.15, 0.05)
     return generate_workload(args.jobs, rate_per_hour=args.rate, seed=args.seed, catalogue=cat,
@@ -496,10 +495,8 @@ def _demo(args: argparse.Namespace, out: TextIO) -> int:
     import hetsched as hs
     from .sim import generate_workload, simulate
 
-    if args.jobs < 1:
-        raise ValidationError(f"`--jobs` must be a positive integer; got {args.jobs}.")
-    if args.gpus_per_type < 1:
-        raise ValidationError(f"`--gpus-per-type` must be a positive integer; got {args.gpus_per_type}.")
+    check_int(args.jobs, "--jobs", low=1)
+    check_int(args.gpus_per_type, "--gpus-per-type", low=1)
     extras = _demo_schedulers()
     known = hs.list_policies() + list(extras)
     if args.policies is None:

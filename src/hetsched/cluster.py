@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
-import math
 from collections.abc import Iterable, Mapping
+from typing import Any
 
 import numpy as np
 
 from .errors import ValidationError
+from .validation import check_int, check_nonneg, check_positive, check_type_map
 
 __all__ = ["Cluster"]
 
@@ -55,21 +56,12 @@ class Cluster:
         cpus: Mapping[str, float] | None = None,
         memory: Mapping[str, float] | None = None,
     ) -> None:
-        if not isinstance(counts, Mapping):
-            raise ValidationError(
-                f"`counts` must be a mapping of GPU type -> count; got {type(counts).__name__}."
-            )
+        counts = check_type_map(counts, "counts", _count, what="count")
         if len(counts) == 0:
             raise ValidationError("`counts` must name at least one GPU type; got an empty mapping.")
         types: list[str] = []
         values: list[int] = []
         for name, value in counts.items():
-            if not isinstance(name, str) or not name:
-                raise ValidationError(f"`counts` keys must be non-empty strings; got {name!r}.")
-            if isinstance(value, bool) or not _is_integral(value) or value < 0:
-                raise ValidationError(
-                    f"`counts[{name!r}]` must be a non-negative integer; got {value!r}."
-                )
             types.append(name)
             values.append(int(value))
         self.gpu_types: tuple[str, ...] = tuple(types)
@@ -81,27 +73,8 @@ class Cluster:
         self.topology = None
         self._prices: dict[str, float] | None = None
         if prices is not None:
-            if not isinstance(prices, Mapping):
-                raise ValidationError(
-                    f"`prices` must be a mapping of GPU type -> $/GPU-hour; got {type(prices).__name__}."
-                )
-            clean: dict[str, float] = {}
-            for name, value in prices.items():
-                if name not in self._index:
-                    raise ValidationError(
-                        f"`prices` names GPU type {name!r}, which is not in `counts` "
-                        f"({list(self.gpu_types)})."
-                    )
-                try:
-                    fvalue = float(value)
-                except (TypeError, ValueError):
-                    raise ValidationError(
-                        f"`prices[{name!r}]` must be a positive number; got {value!r}."
-                    ) from None
-                if not math.isfinite(fvalue) or fvalue <= 0:
-                    raise ValidationError(f"`prices[{name!r}]` must be a positive number; got {value!r}.")
-                clean[name] = fvalue
-            self._prices = clean
+            self._prices = check_type_map(prices, "prices", check_positive, what="$/GPU-hour",
+                                          known=self.gpu_types)
         self._resources: dict[str, dict[str, float]] = {}
         for rname, given in (("cpus", cpus), ("memory", memory)):
             if given is not None:
@@ -109,25 +82,7 @@ class Cluster:
 
     def _check_resource(self, rname: str, given: Mapping[str, float]) -> dict[str, float]:
         """Validate a per-type host-resource capacity mapping (``cpus`` or ``memory``)."""
-        if not isinstance(given, Mapping):
-            raise ValidationError(
-                f"`{rname}` must be a mapping of GPU type -> capacity; got {type(given).__name__}."
-            )
-        clean: dict[str, float] = {}
-        for name, value in given.items():
-            if name not in self._index:
-                raise ValidationError(
-                    f"`{rname}` names GPU type {name!r}, which is not in `counts` ({list(self.gpu_types)})."
-                )
-            try:
-                fvalue = float(value)
-            except (TypeError, ValueError):
-                raise ValidationError(
-                    f"`{rname}[{name!r}]` must be a non-negative number (or inf); got {value!r}."
-                ) from None
-            if isinstance(value, bool) or math.isnan(fvalue) or fvalue < 0:
-                raise ValidationError(f"`{rname}[{name!r}]` must be a non-negative number (or inf); got {value!r}.")
-            clean[name] = fvalue
+        clean = check_type_map(given, rname, _capacity, what="capacity", known=self.gpu_types)
         missing = [t for t, c in zip(self.gpu_types, self.counts) if c > 0 and t not in clean]
         if missing:
             raise ValidationError(
@@ -295,9 +250,11 @@ class Cluster:
         return hash((tuple(self.as_dict().items()), tuple(sorted((self._prices or {}).items()))))
 
 
-def _is_integral(value: object) -> bool:
-    if isinstance(value, (int, np.integer)):
-        return True
-    if isinstance(value, (float, np.floating)):
-        return math.isfinite(value) and float(value).is_integer()
-    return False
+def _count(value: Any, name: str) -> int:
+    """A GPU count: a non-negative integer (``8.0`` accepted)."""
+    return check_int(value, name, low=0, whole_floats=True)
+
+
+def _capacity(value: Any, name: str) -> float:
+    """A host-resource capacity: a non-negative number, inf for no limit."""
+    return check_nonneg(value, name, allow_inf=True, rule="a non-negative number (or inf)")

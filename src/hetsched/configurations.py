@@ -58,13 +58,13 @@ import logging
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
 
 import numpy as np
 import pandas as pd
 
 from .cluster import Cluster
-from .errors import ValidationError, show
+from .errors import ValidationError
+from .validation import check_int
 
 __all__ = [
     "ConfigurationSet",
@@ -144,12 +144,6 @@ class ConfigurationSet:
         return f"ConfigurationSet(n_configs={self.n_configs}, per_type={per})"
 
 
-def _positive_int(value: Any, name: str) -> int:
-    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 1:
-        raise ValidationError(f"`{name}` must be a positive integer; got {show(value)}.")
-    return int(value)
-
-
 def node_layout(
     cluster: Cluster,
     gpu_types: Sequence[str],
@@ -183,9 +177,9 @@ def node_layout(
                 raise ValidationError(
                     f"`gpus_per_node` must give a node size for every GPU type the cluster has; missing {t!r}."
                 )
-            per = _positive_int(gpus_per_node[t], f"gpus_per_node[{t!r}]")
+            per = check_int(gpus_per_node[t], f"gpus_per_node[{t!r}]", low=1)
         else:
-            per = _positive_int(gpus_per_node, "gpus_per_node")
+            per = check_int(gpus_per_node, "gpus_per_node", low=1)
         R[k] = min(per, int(cap[k]))
         N[k] = int(cap[k]) // per if cap[k] >= per else 1
     return cap, R, N
@@ -226,7 +220,7 @@ def configuration_set(
         raise ValidationError(f"`cluster` must be a hetsched.Cluster; got {type(cluster).__name__}.")
     types = tuple(cluster.gpu_types if gpu_types is None else (str(t) for t in gpu_types))
     if max_gpus is not None:
-        max_gpus = _positive_int(max_gpus, "max_gpus")
+        max_gpus = check_int(max_gpus, "max_gpus", low=1)
     cap, R, N = node_layout(cluster, types, gpus_per_node)
     t_idx: list[np.ndarray] = []
     g: list[np.ndarray] = []

@@ -22,14 +22,14 @@ from __future__ import annotations
 
 import concurrent.futures as cf
 import logging
-import math
 import multiprocessing
 import os
 from collections.abc import Callable
 from concurrent.futures.process import BrokenProcessPool
 from typing import Any
 
-from .errors import MainModuleGuardError, ValidationError, show
+from .errors import MainModuleGuardError, ValidationError
+from .validation import check_positive
 
 __all__ = ["RayExecutor", "broken_pool_hint", "check_main_guard", "default_workers", "process_pool"]
 
@@ -133,7 +133,7 @@ class RayExecutor(cf.Executor):
     >>> from hetsched.executors import RayExecutor
     >>> RayExecutor(task_cpus=0)
     Traceback (most recent call last):
-    hetsched.errors.ValidationError: `task_cpus` must be a finite number > 0; got 0.
+    hetsched.errors.ValidationError: `task_cpus` must be a positive finite number; got 0.
 
     Typical use (needs Ray)::
 
@@ -142,10 +142,7 @@ class RayExecutor(cf.Executor):
     """
 
     def __init__(self, address: str | None = None, *, task_cpus: float = 1, **init_kwargs: Any) -> None:
-        if isinstance(task_cpus, bool) or not isinstance(task_cpus, (int, float)) or not (
-            math.isfinite(task_cpus) and task_cpus > 0
-        ):
-            raise ValidationError(f"`task_cpus` must be a finite number > 0; got {show(task_cpus)}.")
+        check_positive(task_cpus, "task_cpus")
         if address is not None and not isinstance(address, str):
             raise ValidationError(f"`address` must be a string or None; got {type(address).__name__}.")
         try:

@@ -9,6 +9,13 @@ import numpy as np
 import pandas as pd
 
 from .errors import ValidationError, show
+from .validation import (
+    check_integer_array,
+    check_matrix,
+    check_names,
+    check_vector,
+    fail_at,
+)
 
 __all__ = ["OPTIONAL_FIELDS", "RESOURCE_FIELDS", "STEPS_MAX", "THROUGHPUT_RANGE", "TIME_MAX", "WEIGHT_RANGE", "JobSet"]
 
@@ -116,27 +123,10 @@ class JobSet:
             throughputs = throughputs.to_numpy()
         if gpu_types is None:
             raise ValidationError("`gpu_types` is required when `throughputs` is not a DataFrame.")
-        if isinstance(gpu_types, str):
-            raise ValidationError(f"`gpu_types` must be a sequence of names; got the string {gpu_types!r}.")
-        bad = [t for t in gpu_types if not isinstance(t, str) or not t]
-        if bad:
-            raise ValidationError(f"`gpu_types` must hold non-empty strings (GPU type names); got {bad[0]!r}.")
-        gpu_types = tuple(str(t) for t in gpu_types)
-        if len(set(gpu_types)) != len(gpu_types):
-            dup = sorted({t for t in gpu_types if gpu_types.count(t) > 1})
-            raise ValidationError(f"`gpu_types` must be unique; {dup} appear more than once.")
-        try:
-            T = np.array(throughputs, dtype=float)
-        except (TypeError, ValueError) as exc:
-            raise ValidationError(f"`throughputs` must be numeric; {exc}.") from None
-        if T.ndim == 1 and T.size == 0:
-            T = T.reshape(0, len(gpu_types))
-        if T.ndim != 2 or T.shape[1] != len(gpu_types):
-            raise ValidationError(
-                f"`throughputs` must have shape (n_jobs, n_gpu_types) = (n, {len(gpu_types)}); "
-                f"got {T.shape}."
-            )
-        _check_finite_nonneg(T, "throughputs")
+        gpu_types = check_names(gpu_types, "gpu_types", allow_empty=True)
+        m = len(gpu_types)
+        T = check_matrix(throughputs, "throughputs", shape=(-1, m), shape_text=f"(n_jobs, n_gpu_types) = (n, {m})",
+                         where=lambda i: f"row {i[0]}, column {i[1]}")
         n = T.shape[0]
         self._T = T
         self._T.setflags(write=False)
@@ -159,25 +149,19 @@ class JobSet:
         if scale_factors is None:
             s = np.ones(n, dtype=np.int64)
         else:
-            s_raw = _as_vector(scale_factors, n, "scale_factors")
-            bad = ~np.isfinite(s_raw) | (s_raw < 1) | (s_raw != np.round(s_raw))
-            if bad.any():
-                j = int(np.flatnonzero(bad)[0])
-                raise ValidationError(
-                    f"`scale_factors` must be positive integers; job {show(self._ids[j])} has {show(s_raw[j])}."
-                )
-            s = s_raw.astype(np.int64)
+            s = check_integer_array(check_vector(scale_factors, "scale_factors", n), "scale_factors",
+                                    lambda j: f"job {show(self._ids[j])}")
         s.setflags(write=False)
         self._scale = s
 
         if weights is None:
             w = np.ones(n)
         else:
-            w = _as_vector(weights, n, "weights")
+            w = check_vector(weights, "weights", n)
             bad = ~np.isfinite(w) | (w <= 0)
             if bad.any():
                 j = int(np.flatnonzero(bad)[0])
-                raise ValidationError(f"`weights` must be positive; job {show(self._ids[j])} has {show(w[j])}.")
+                raise fail_at("weights", "positive", f"job {show(self._ids[j])}", w[j], verb="has")
             _check_range(w, "weights", WEIGHT_RANGE, "in", ids=self._ids)
         w.setflags(write=False)
         self._weights = w
@@ -195,7 +179,7 @@ class JobSet:
         for name, value in given.items():
             if value is None:
                 continue
-            arr = _as_vector(value, n, name)
+            arr = check_vector(value, name, n)
             rule = OPTIONAL_FIELDS[name]
             if rule == "positive":
                 bad = ~np.isfinite(arr) | (arr <= 0)
@@ -205,13 +189,11 @@ class JobSet:
                 bad = ~np.isfinite(arr)
             if bad.any():
                 j = int(np.flatnonzero(bad)[0])
-                raise ValidationError(f"`{name}` must be {rule}; job {show(self._ids[j])} has {show(arr[j])}.")
+                raise fail_at(name, rule, f"job {show(self._ids[j])}", arr[j], verb="has")
             if name in _FIELD_MAX and (arr > _FIELD_MAX[name]).any():
                 j = int(np.flatnonzero(arr > _FIELD_MAX[name])[0])
-                raise ValidationError(
-                    f"`{name}` must be at most {_FIELD_MAX[name]:g} (the range the solvers handle reliably); "
-                    f"job {show(self._ids[j])} has {show(arr[j])}."
-                )
+                raise fail_at(name, f"at most {_FIELD_MAX[name]:g} (the range the solvers handle reliably)",
+                              f"job {show(self._ids[j])}", arr[j], verb="has")
             arr.setflags(write=False)
             self._fields[name] = arr
         self._multiplicity = np.ones(n, dtype=np.int64)
@@ -373,29 +355,6 @@ class JobSet:
         return f"JobSet(n_jobs={self.n_jobs}, gpu_types={list(self.gpu_types)}, fields=[{fields}])"
 
 
-def _as_vector(value: Any, n: int, name: str) -> np.ndarray:
-    try:
-        arr = np.array(value, dtype=float)
-    except (TypeError, ValueError):
-        raise ValidationError(f"`{name}` must be numeric; got {value!r:.80}.") from None
-    if arr.ndim == 0:
-        arr = np.full(n, float(arr))
-    if arr.shape != (n,):
-        raise ValidationError(f"`{name}` must have shape (n_jobs,) = ({n},); got {arr.shape}.")
-    return arr
-
-
-def _check_finite_nonneg(T: np.ndarray, name: str) -> None:
-    bad = ~np.isfinite(T)
-    if bad.any():
-        j, k = np.argwhere(bad)[0]
-        raise ValidationError(f"`{name}` must be finite; row {j}, column {k} is {show(T[j, k])}.")
-    neg = T < 0
-    if neg.any():
-        j, k = np.argwhere(neg)[0]
-        raise ValidationError(f"`{name}` must be non-negative; row {j}, column {k} is {show(T[j, k])}.")
-
-
 def _check_range(values: np.ndarray, name: str, bounds: tuple[float, float], rule: str,
                  ids: np.ndarray, types: tuple[str, ...] = ()) -> None:
     """Positive entries of ``values`` must lie in ``bounds`` (the range the solvers handle reliably)."""
@@ -403,9 +362,7 @@ def _check_range(values: np.ndarray, name: str, bounds: tuple[float, float], rul
     bad = (values > 0) & ((values < lo) | (values > hi))
     if not bad.any():
         return
-    where = np.argwhere(bad)[0]
-    at = f"job {show(ids[where[0]])}" + (f" on {types[where[1]]!r}" if values.ndim == 2 else "") + " has"
-    raise ValidationError(
-        f"`{name}` must be {rule} [{lo:g}, {hi:g}] (the range the solvers handle reliably; rescale the "
-        f"units otherwise); {at} {show(values[tuple(where)])}."
-    )
+    where = tuple(np.argwhere(bad)[0])
+    at = f"job {show(ids[where[0]])}" + (f" on {types[where[1]]!r}" if values.ndim == 2 else "")
+    raise fail_at(name, f"{rule} [{lo:g}, {hi:g}] (the range the solvers handle reliably; rescale the units "
+                        "otherwise)", at, values[where], verb="has")

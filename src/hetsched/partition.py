@@ -44,15 +44,16 @@ from typing import Any, ClassVar
 
 import numpy as np
 
+from . import errors as _errors
 from . import structured as _structured  # noqa: F401  (registers solver="structured" in workers too)
 from .cluster import Cluster
 from .engine import SolveContext
-from . import errors as _errors
-from .errors import HetschedError, SolverError, ValidationError, show
+from .errors import HetschedError, SolverError, ValidationError
 from .executors import broken_pool_hint, default_workers, process_pool
 from .formulations.base import Policy, PolicyOutcome, make_policy
 from .jobs import JobSet
 from .solvers.base import SUCCESS_STATUSES
+from .validation import check_int
 
 __all__ = ["Partitioned", "split_jobs", "split_cluster", "default_workers"]
 
@@ -102,12 +103,6 @@ def _solve_part(payload: dict[str, Any]) -> dict[str, Any]:
     return {"X": res.X, "status": res.status, "message": res.message, "objective": res.objective,
             "seconds": time.perf_counter() - t0, "timings": dict(res.timings), "sizes": dict(res.sizes),
             "solver": res.solver}
-
-
-def _check_int(value: Any, name: str, low: int) -> int:
-    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < low:
-        raise ValidationError(f"`{name}` must be an integer >= {low}; got {show(value)}.")
-    return int(value)
 
 
 @dataclass(frozen=True, eq=False)
@@ -170,8 +165,8 @@ class Partitioned(Policy):
         if isinstance(inner, Partitioned):
             raise ValidationError("`policy` must not itself be Partitioned; partition once with the product of the k's.")
         object.__setattr__(self, "policy", inner)
-        _check_int(self.k, "k", 1)
-        _check_int(self.seed, "seed", 0)
+        check_int(self.k, "k", low=1)
+        check_int(self.seed, "seed", low=0)
         if self.executor is not None and not isinstance(self.executor, Executor):
             raise ValidationError(
                 f"`executor` must be a concurrent.futures.Executor or None; got {type(self.executor).__name__}."

@@ -30,6 +30,18 @@ import numpy as np
 import pandas as pd
 
 from .errors import DataNotFoundError, ValidationError
+from .validation import (
+    as_rng,
+    check_bool,
+    check_choice,
+    check_int,
+    check_interval,
+    check_matrix,
+    check_names,
+    check_nonneg,
+    check_positive,
+    check_probability,
+)
 
 __all__ = [
     "DEFAULT_SPEEDUPS",
@@ -179,20 +191,9 @@ class PairThroughputs:
 
 
 def _pair_array(value: Any, n_pairs: int, name: str) -> np.ndarray:
-    try:
-        arr = np.array(value, dtype=float)
-    except (TypeError, ValueError):
-        raise ValidationError(f"`{name}` must be numeric; got {value!r:.80}.") from None
-    if arr.size == 0 and n_pairs == 0:
-        arr = arr.reshape(0, arr.shape[1] if arr.ndim == 3 else 0, 2)
-    if arr.ndim != 3 or arr.shape[0] != n_pairs or arr.shape[2] != 2:
-        raise ValidationError(f"`{name}` must have shape (n_pairs, n_gpu_types, 2) with n_pairs = {n_pairs}; got {arr.shape}.")
-    bad = ~np.isfinite(arr) | (arr < 0)
-    if bad.any():
-        p, k, s = (int(v) for v in np.argwhere(bad)[0])
-        raise ValidationError(
-            f"`{name}` must be finite and non-negative; pair {p}, GPU column {k}, member {s} is {float(arr[p, k, s])!r}."
-        )
+    arr = check_matrix(value, name, shape=(n_pairs, -1, 2),
+                       shape_text=f"(n_pairs, n_gpu_types, 2) with n_pairs = {n_pairs}",
+                       where=lambda i: f"pair {i[0]}, GPU column {i[1]}, member {i[2]}")
     arr.setflags(write=False)
     return arr
 
@@ -255,7 +256,7 @@ class ThroughputCatalogue:
         unconsolidated: Any = None,
         pairs: PairThroughputs | None = None,
     ) -> None:
-        self.gpu_types = _check_gpu_types(gpu_types, "gpu_types")
+        self.gpu_types = check_names(gpu_types, "gpu_types", what="GPU type names")
         if isinstance(job_types, str):
             raise ValidationError(f"`job_types` must be a sequence of names; got the string {job_types!r}.")
         jt = np.empty(len(job_types), dtype=object)
@@ -308,21 +309,8 @@ class ThroughputCatalogue:
 
     def _table(self, value: Any, name: str) -> np.ndarray:
         n, m = len(self.job_types), len(self.gpu_types)
-        try:
-            T = np.array(value, dtype=float)
-        except (TypeError, ValueError):
-            raise ValidationError(f"`{name}` must be numeric; got {value!r:.80}.") from None
-        if T.size == 0 and n == 0:
-            T = T.reshape(0, m)
-        if T.shape != (n, m):
-            raise ValidationError(f"`{name}` must have shape (n_rows, n_gpu_types) = ({n}, {m}); got {T.shape}.")
-        bad = ~np.isfinite(T) | (T < 0)
-        if bad.any():
-            r, k = (int(v) for v in np.argwhere(bad)[0])
-            raise ValidationError(
-                f"`{name}` must be finite and non-negative; row {self.key(r)!r} on GPU type "
-                f"{self.gpu_types[k]!r} is {float(T[r, k])!r}."
-            )
+        T = check_matrix(value, name, shape=(n, m), shape_text=f"(n_rows, n_gpu_types) = ({n}, {m})",
+                         where=lambda i: f"row {self.key(i[0])!r} on GPU type {self.gpu_types[i[1]]!r}")
         T.setflags(write=False)
         return T
 
@@ -402,7 +390,7 @@ class ThroughputCatalogue:
         ValidationError
             If a type is not in the catalogue, is repeated, or none is given.
         """
-        wanted = _check_gpu_types(gpu_types, "gpu_types")
+        wanted = check_names(gpu_types, "gpu_types", what="GPU type names")
         pos = {t: i for i, t in enumerate(self.gpu_types)}
         missing = [t for t in wanted if t not in pos]
         if missing:
@@ -428,22 +416,17 @@ class ThroughputCatalogue:
         )
 
 
-def _check_gpu_types(gpu_types: Any, name: str) -> tuple[str, ...]:
-    if isinstance(gpu_types, str):
-        raise ValidationError(f"`{name}` must be a sequence of GPU type names; got the string {gpu_types!r}.")
-    try:
-        types = tuple(gpu_types)
-    except TypeError:
-        raise ValidationError(f"`{name}` must be a sequence of GPU type names; got {gpu_types!r:.80}.") from None
-    if not types:
-        raise ValidationError(f"`{name}` must name at least one GPU type; got {list(types)}.")
-    for t in types:
-        if not isinstance(t, str) or not t:
-            raise ValidationError(f"`{name}` must hold non-empty strings; got {t!r}.")
-    if len(set(types)) != len(types):
-        dup = sorted({t for t in types if types.count(t) > 1})
-        raise ValidationError(f"`{name}` must be unique; {dup} appear more than once.")
-    return types
+def reference_column(catalogue: ThroughputCatalogue, reference_gpu_type: str | None = None) -> int:
+    """Column of ``reference_gpu_type`` in ``catalogue`` (default: the type with the largest
+    median positive throughput, the V100 for Gavel's table): the type whose throughput turns
+    a duration into steps or an SLO multiplier into a deadline."""
+    if reference_gpu_type is None:
+        T = catalogue.throughputs
+        med = np.array([np.median(T[T[:, k] > 0, k]) if (T[:, k] > 0).any() else 0.0 for k in range(T.shape[1])])
+        return int(np.argmax(med))
+    check_choice(reference_gpu_type, "reference_gpu_type", catalogue.gpu_types,
+                 rule=f"one of the catalogue's GPU types {list(catalogue.gpu_types)}")
+    return catalogue.gpu_types.index(reference_gpu_type)
 
 
 # ---------------------------------------------------------------------- Gavel loader
@@ -827,57 +810,14 @@ def _assemble_pairs(
 
 
 # ------------------------------------------------------------------------- generator
-def _as_rng(seed: int | np.random.Generator | None, name: str = "seed") -> np.random.Generator:
-    if isinstance(seed, np.random.Generator):
-        return seed
-    if seed is None or isinstance(seed, bool) or not isinstance(seed, (int, np.integer)) or seed < 0:
-        raise ValidationError(
-            f"`{name}` must be a non-negative int or a numpy.random.Generator; got {seed!r}."
-        )
-    return np.random.default_rng(int(seed))
-
-
-def _check_range(value: Any, name: str, *, low: float, high: float = math.inf, low_open: bool = False) -> tuple[float, float]:
-    try:
-        a, b = (float(v) for v in value)
-    except (TypeError, ValueError):
-        raise ValidationError(f"`{name}` must be a pair (low, high); got {value!r}.") from None
-    ok_low = (a > low) if low_open else (a >= low)
-    if not (math.isfinite(a) and math.isfinite(b) and ok_low and a <= b <= high):
-        rule = f"{'>' if low_open else '>='} {low}" + ("" if high == math.inf else f" and high <= {high}")
-        raise ValidationError(f"`{name}` must satisfy low <= high, low {rule}; got {value!r}.")
-    return a, b
-
-
-def _check_nonneg(value: Any, name: str) -> float:
-    if isinstance(value, bool) or not isinstance(value, (int, float, np.integer, np.floating)):
-        raise ValidationError(f"`{name}` must be a non-negative number; got {value!r}.")
-    v = float(value)
-    if not math.isfinite(v) or v < 0:
-        raise ValidationError(f"`{name}` must be a finite non-negative number; got {value!r}.")
-    return v
-
-
-def _check_probability(value: Any, name: str) -> float:
-    v = _check_nonneg(value, name)
-    if v > 1:
-        raise ValidationError(f"`{name}` must be a probability in [0, 1]; got {value!r}.")
-    return v
-
-
 def _speedup_table(gpu_types: Any) -> dict[str, float]:
     if isinstance(gpu_types, Mapping):
-        names = _check_gpu_types(list(gpu_types), "gpu_types")
+        names = check_names(list(gpu_types), "gpu_types", what="GPU type names")
         out: dict[str, float] = {}
         for t in names:
-            v = gpu_types[t]
-            if isinstance(v, bool) or not isinstance(v, (int, float, np.integer, np.floating)) or not (
-                math.isfinite(float(v)) and float(v) > 0
-            ):
-                raise ValidationError(f"`gpu_types[{t!r}]` (median speedup) must be a positive finite number; got {v!r}.")
-            out[t] = float(v)
+            out[t] = check_positive(gpu_types[t], f"gpu_types[{t!r}]", rule="a positive finite number (a median speedup)")
         return out
-    names = _check_gpu_types(gpu_types, "gpu_types")
+    names = check_names(gpu_types, "gpu_types", what="GPU type names")
     unknown = [t for t in names if t not in DEFAULT_SPEEDUPS]
     if unknown:
         raise ValidationError(
@@ -974,9 +914,7 @@ def generate_catalogue(
     >>> generate_catalogue(n_job_types=3, seed=1).throughputs.tolist() == cat.throughputs.tolist()
     True
     """
-    if isinstance(n_job_types, bool) or not isinstance(n_job_types, (int, np.integer)) or n_job_types < 1:
-        raise ValidationError(f"`n_job_types` must be a positive integer; got {n_job_types!r}.")
-    n_models = int(n_job_types)
+    n_models = check_int(n_job_types, "n_job_types", low=1)
     speedups = _speedup_table(gpu_types)
     types = tuple(speedups)
     mu = np.array([speedups[t] for t in types])
@@ -990,17 +928,16 @@ def generate_catalogue(
             f"`scale_factors` must be distinct positive integers (at least one); got {scale_factors!r}."
         )
     sfs = np.array(sorted(int(s) for s in sfs_list), dtype=np.int64)
-    s_sigma = _check_nonneg(speedup_sigma, "speedup_sigma")
-    e_sigma = _check_nonneg(noise_sigma, "noise_sigma")
-    b_lo, b_hi = _check_range(base_throughput_range, "base_throughput_range", low=0.0, low_open=True)
-    eff_lo, eff_hi = _check_range(scaling_efficiency_range, "scaling_efficiency_range", low=0.0, high=1.0, low_open=True)
-    d_lo, d_hi = _check_range(unconsolidated_slowdown_range, "unconsolidated_slowdown_range", low=1.0)
-    if not isinstance(pairs, bool):
-        raise ValidationError(f"`pairs` must be True or False; got {pairs!r}.")
-    p_inf = _check_probability(pair_infeasible_prob, "pair_infeasible_prob")
-    c_lo, c_hi = _check_range(pair_combined_range, "pair_combined_range", low=0.0, low_open=True)
-    u_lo, u_hi = _check_range(pair_share_range, "pair_share_range", low=0.0, high=1.0, low_open=True)
-    rng = _as_rng(seed)
+    s_sigma = check_nonneg(speedup_sigma, "speedup_sigma")
+    e_sigma = check_nonneg(noise_sigma, "noise_sigma")
+    b_lo, b_hi = check_interval(base_throughput_range, "base_throughput_range", low=0.0, low_open=True)
+    eff_lo, eff_hi = check_interval(scaling_efficiency_range, "scaling_efficiency_range", low=0.0, high=1.0, low_open=True)
+    d_lo, d_hi = check_interval(unconsolidated_slowdown_range, "unconsolidated_slowdown_range", low=1.0)
+    check_bool(pairs, "pairs")
+    p_inf = check_probability(pair_infeasible_prob, "pair_infeasible_prob")
+    c_lo, c_hi = check_interval(pair_combined_range, "pair_combined_range", low=0.0, low_open=True)
+    u_lo, u_hi = check_interval(pair_share_range, "pair_share_range", low=0.0, high=1.0, low_open=True)
+    rng = as_rng(seed)
 
     m_types = len(types)
     n_sf = len(sfs)

@@ -20,7 +20,6 @@ whose ``topology`` attribute holds the result.
 from __future__ import annotations
 
 import logging
-import math
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -28,6 +27,7 @@ from typing import Any
 import numpy as np
 
 from .errors import ValidationError
+from .validation import check_int, check_nonempty_str, check_type_map, fail, is_whole
 
 __all__ = ["Server", "Topology"]
 
@@ -200,24 +200,14 @@ class Topology:
             Servers named ``"{type}-s{i}"`` in racks named ``"{type}-r{i}"``.
         """
         if not isinstance(counts, Mapping) or len(counts) == 0:
-            raise ValidationError(
-                f"`counts` must be a non-empty mapping of GPU type -> count; got {counts!r}."
-            )
-        if servers_per_rack is not None and (
-            isinstance(servers_per_rack, bool) or not _is_int(servers_per_rack) or servers_per_rack < 1
-        ):
-            raise ValidationError(
-                f"`servers_per_rack` must be a positive integer or None; got {servers_per_rack!r}."
-            )
+            raise fail("counts", "a non-empty mapping of GPU type -> count", counts)
+        counts = check_type_map(counts, "counts", _count, what="count")
+        check_int(servers_per_rack, "servers_per_rack", low=1, allow_none=True, whole_floats=True)
         names: list[str] = []
         types: list[str] = []
         racks: list[str] = []
         sizes: list[np.ndarray] = []
         for gtype, count in counts.items():
-            if not isinstance(gtype, str) or not gtype:
-                raise ValidationError(f"`counts` keys must be non-empty strings; got {gtype!r}.")
-            if isinstance(count, bool) or not _is_int(count) or count < 0:
-                raise ValidationError(f"`counts[{gtype!r}]` must be a non-negative integer; got {count!r}.")
             if isinstance(gpus_per_server, Mapping):
                 if gtype not in gpus_per_server:
                     raise ValidationError(
@@ -229,9 +219,7 @@ class Topology:
             else:
                 per = gpus_per_server
                 label = "gpus_per_server"
-            if isinstance(per, bool) or not _is_int(per) or per < 1:
-                raise ValidationError(f"`{label}` must be a positive integer; got {per!r}.")
-            count, per = int(count), int(per)
+            per = check_int(per, label, low=1, whole_floats=True)
             n_full, rest = divmod(count, per)
             n_servers = n_full + (1 if rest else 0)
             size = np.full(n_servers, per, dtype=np.int64)
@@ -295,11 +283,11 @@ class Topology:
 
     def gpu_id(self, server: str | int, local: int, *, argument: str = "gpu") -> int:
         """Global id of GPU ``local`` of ``server`` (a name or an index)."""
-        s = server if _is_int(server) and not isinstance(server, str) else self.server_index(server, argument=argument)
+        s = server if is_whole(server) and not isinstance(server, str) else self.server_index(server, argument=argument)
         s = int(s)
         if not 0 <= s < self.n_servers:
             raise ValidationError(f"`{argument}` names server index {s}; valid: 0..{self.n_servers - 1}.")
-        if isinstance(local, bool) or not _is_int(local) or not 0 <= int(local) < self.server_gpus[s]:
+        if isinstance(local, bool) or not is_whole(local) or not 0 <= int(local) < self.server_gpus[s]:
             raise ValidationError(
                 f"`{argument}`: server {self.server_names[s]!r} has GPUs 0..{self.server_gpus[s] - 1}; "
                 f"got index {local!r}."
@@ -349,12 +337,9 @@ class Topology:
     __hash__ = None  # type: ignore[assignment]
 
 
-def _is_int(value: object) -> bool:
-    if isinstance(value, (int, np.integer)):
-        return True
-    if isinstance(value, (float, np.floating)):
-        return math.isfinite(value) and float(value).is_integer()
-    return False
+def _count(value: Any, name: str) -> int:
+    """A GPU count: a non-negative integer (``8.0`` accepted)."""
+    return check_int(value, name, low=0, whole_floats=True)
 
 
 def _server_fields(entry: Any, i: int) -> tuple[str, str, int, str]:
@@ -377,12 +362,8 @@ def _server_fields(entry: Any, i: int) -> tuple[str, str, int, str]:
             f"`servers[{i}]` must be a Server, a (name, gpu_type, num_gpus[, rack]) tuple or a "
             f"mapping; got {entry!r}."
         )
-    if not isinstance(name, str) or not name:
-        raise ValidationError(f"`servers[{i}].name` must be a non-empty string; got {name!r}.")
-    if not isinstance(gtype, str) or not gtype:
-        raise ValidationError(f"`servers[{i}].gpu_type` must be a non-empty string; got {gtype!r}.")
-    if isinstance(n, bool) or not _is_int(n) or n < 1:
-        raise ValidationError(f"`servers[{i}].num_gpus` must be a positive integer; got {n!r}.")
-    if not isinstance(rack, str) or not rack:
-        raise ValidationError(f"`servers[{i}].rack` must be a non-empty string; got {rack!r}.")
-    return name, gtype, int(n), rack
+    check_nonempty_str(name, f"servers[{i}].name")
+    check_nonempty_str(gtype, f"servers[{i}].gpu_type")
+    n = check_int(n, f"servers[{i}].num_gpus", low=1, whole_floats=True)
+    check_nonempty_str(rack, f"servers[{i}].rack")
+    return name, gtype, n, rack

@@ -12,14 +12,24 @@ import logging
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
 
 import numpy as np
 import pandas as pd
 
 from .errors import ValidationError
 from .jobs import JobSet
-from .throughputs import ThroughputCatalogue, _as_rng, _check_gpu_types, _check_probability, _check_range
+from .throughputs import ThroughputCatalogue, reference_column
+from .validation import (
+    as_rng,
+    check_bool,
+    check_int,
+    check_interval,
+    check_names,
+    check_nonneg,
+    check_positive,
+    check_probability,
+    check_real,
+)
 
 __all__ = [
     "DEFAULT_SCALE_FACTOR_PROBS",
@@ -90,12 +100,6 @@ def make_job_ids(n: int, prefix: str | None = "j") -> np.ndarray:
     return out
 
 
-def _check_count(n: Any, name: str) -> int:
-    if isinstance(n, bool) or not isinstance(n, (int, np.integer)) or n < 0:
-        raise ValidationError(f"`{name}` must be a non-negative integer; got {n!r}.")
-    return int(n)
-
-
 def sample_durations(
     n: int,
     rng: int | np.random.Generator,
@@ -125,11 +129,11 @@ def sample_durations(
     >>> bool(d.min() >= 60 * 10**1.5 and d.max() <= 60 * 10**4)
     True
     """
-    n = _check_count(n, "n")
-    p_long = _check_probability(long_job_prob, "long_job_prob")
-    s_lo, s_hi = _check_range(short_log10_minutes, "short_log10_minutes", low=-math.inf)
-    l_lo, l_hi = _check_range(long_log10_minutes, "long_log10_minutes", low=-math.inf)
-    gen = _as_rng(rng, "rng")
+    n = check_int(n, "n", low=0)
+    p_long = check_probability(long_job_prob, "long_job_prob")
+    s_lo, s_hi = check_interval(short_log10_minutes, "short_log10_minutes")
+    l_lo, l_hi = check_interval(long_log10_minutes, "long_log10_minutes")
+    gen = as_rng(rng, "rng")
     is_long = gen.random(n) < p_long
     e = gen.random(n)
     log10_min = np.where(is_long, l_lo + (l_hi - l_lo) * e, s_lo + (s_hi - s_lo) * e)
@@ -164,14 +168,10 @@ def poisson_arrivals(n: int, rate_per_hour: float, seed: int | np.random.Generat
     >>> t.shape, bool((t[1:] >= t[:-1]).all()), bool(t[0] > 0)
     ((4,), True, True)
     """
-    n = _check_count(n, "n")
-    if isinstance(rate_per_hour, bool) or not isinstance(rate_per_hour, (int, float, np.integer, np.floating)) or not (
-        math.isfinite(float(rate_per_hour)) and float(rate_per_hour) > 0
-    ):
-        raise ValidationError(f"`rate_per_hour` must be a positive finite number; got {rate_per_hour!r}.")
-    if isinstance(start, bool) or not isinstance(start, (int, float, np.integer, np.floating)) or not math.isfinite(float(start)):
-        raise ValidationError(f"`start` must be a finite number of seconds; got {start!r}.")
-    gen = _as_rng(seed, "seed")
+    n = check_int(n, "n", low=0)
+    check_positive(rate_per_hour, "rate_per_hour")
+    check_real(start, "start", unit="seconds")
+    gen = as_rng(seed, "seed")
     gaps = gen.exponential(3600.0 / float(rate_per_hour), size=n)
     return float(start) + np.cumsum(gaps)
 
@@ -194,16 +194,8 @@ def _scale_factor_mix(
         items = list(zip(_SCALE_FACTOR_ORDER, seq))
     sfs, ps = [], []
     for s, p in items:
-        if isinstance(s, bool) or not isinstance(s, (int, np.integer)) or s < 1:
-            raise ValidationError(f"`scale_factor_probs` keys must be positive integers; got {s!r}.")
-        if isinstance(p, bool) or not isinstance(p, (int, float, np.integer, np.floating)) or not (
-            math.isfinite(float(p)) and float(p) >= 0
-        ):
-            raise ValidationError(
-                f"`scale_factor_probs[{int(s)}]` must be a finite non-negative number; got {p!r}."
-            )
-        sfs.append(int(s))
-        ps.append(float(p))
+        sfs.append(check_int(s, "scale_factor_probs", low=1, rule="a mapping with positive integer keys"))
+        ps.append(check_nonneg(p, f"scale_factor_probs[{int(s)}]"))
     total = sum(ps)
     if not math.isclose(total, 1.0, rel_tol=0, abs_tol=1e-6):
         raise ValidationError(f"`scale_factor_probs` must sum to 1; got {total!r} for {dict(zip(sfs, ps))}.")
@@ -300,17 +292,16 @@ def sample_jobs(
     """
     if not isinstance(catalogue, ThroughputCatalogue):
         raise ValidationError(f"`catalogue` must be a ThroughputCatalogue; got {type(catalogue).__name__}.")
-    n = _check_count(n_jobs, "n_jobs")
-    for name, val in (("with_steps", with_steps), ("consolidated", consolidated)):
-        if not isinstance(val, bool):
-            raise ValidationError(f"`{name}` must be True or False; got {val!r}.")
+    n = check_int(n_jobs, "n_jobs", low=0)
+    check_bool(with_steps, "with_steps")
+    check_bool(consolidated, "consolidated")
     if consolidated:
         table = catalogue.throughputs
     else:
         if catalogue.unconsolidated is None:
             raise ValidationError("`consolidated=False` needs a catalogue with an unconsolidated table; this one has none.")
         table = catalogue.unconsolidated
-    gen = _as_rng(seed, "seed")
+    gen = as_rng(seed, "seed")
     sf_values, sf_p = _scale_factor_mix(scale_factor_probs, catalogue.available_scale_factors)
 
     runnable = (table > 0).any(axis=1)
@@ -339,7 +330,7 @@ def sample_jobs(
 
     fields: dict[str, np.ndarray] = {}
     if with_steps:
-        ref_col = _reference_column(catalogue, reference_gpu_type)
+        ref_col = reference_column(catalogue, reference_gpu_type)
         ref = catalogue.throughputs[:, ref_col]
         ref = np.where(ref > 0, ref, catalogue.throughputs.max(axis=1))
         ref = np.where(ref > 0, ref, table.max(axis=1))  # runnable only unconsolidated
@@ -355,19 +346,6 @@ def sample_jobs(
     )
     log.debug("sampled %d jobs from %r", n, catalogue)
     return Workload(jobs=jobs, job_types=catalogue.job_types[rows], rows=rows, durations=durations)
-
-
-def _reference_column(catalogue: ThroughputCatalogue, reference_gpu_type: str | None) -> int:
-    if reference_gpu_type is None:
-        T = catalogue.throughputs
-        med = np.array([np.median(T[T[:, k] > 0, k]) if (T[:, k] > 0).any() else 0.0 for k in range(T.shape[1])])
-        return int(np.argmax(med))
-    if reference_gpu_type not in catalogue.gpu_types:
-        raise ValidationError(
-            f"`reference_gpu_type` must be one of the catalogue's GPU types {list(catalogue.gpu_types)}; "
-            f"got {reference_gpu_type!r}."
-        )
-    return catalogue.gpu_types.index(reference_gpu_type)
 
 
 def random_jobs(
@@ -411,21 +389,17 @@ def random_jobs(
     >>> jobs.throughputs.shape, bool(((jobs.throughputs > 0).sum(axis=1) >= 1).all())
     ((4, 2), True)
     """
-    n = _check_count(n_jobs, "n_jobs")
+    n = check_int(n_jobs, "n_jobs", low=0)
     if isinstance(gpu_types, (int, np.integer)) and not isinstance(gpu_types, bool):
         if gpu_types < 1:
             raise ValidationError(f"`gpu_types` as a count must be a positive integer; got {gpu_types!r}.")
         types: tuple[str, ...] = tuple(f"gpu{k}" for k in range(int(gpu_types)))
     else:
-        types = _check_gpu_types(gpu_types, "gpu_types")
-    p0 = _check_probability(zero_prob, "zero_prob")
-    if isinstance(sigma, bool) or not isinstance(sigma, (int, float, np.integer, np.floating)) or not (
-        math.isfinite(float(sigma)) and float(sigma) >= 0
-    ):
-        raise ValidationError(f"`sigma` must be a finite non-negative number; got {sigma!r}.")
-    if not isinstance(with_steps, bool):
-        raise ValidationError(f"`with_steps` must be True or False; got {with_steps!r}.")
-    gen = _as_rng(seed, "seed")
+        types = check_names(gpu_types, "gpu_types", what="GPU type names")
+    p0 = check_probability(zero_prob, "zero_prob")
+    check_nonneg(sigma, "sigma")
+    check_bool(with_steps, "with_steps")
+    gen = as_rng(seed, "seed")
     m = len(types)
     T = np.exp(gen.normal(0.0, float(sigma), size=(n, m)))
     if p0 > 0:

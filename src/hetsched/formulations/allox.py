@@ -76,8 +76,8 @@ from ..cluster import Cluster
 from ..engine import SolveContext
 from ..errors import SolverError, ValidationError
 from ..jobs import RESOURCE_FIELDS, JobSet
+from ..validation import check_real
 from .base import Policy, PolicyOutcome, register_policy
-from .params import check_real
 
 __all__ = ["AlloX", "allox_schedule"]
 

@@ -67,10 +67,10 @@ from ..cluster import Cluster
 from ..engine import SolveContext
 from ..jobs import JobSet
 from ..program import LinearProgram
+from ..validation import check_bool, check_int
 from .base import Policy, PolicyOutcome, register_policy
 from .builder import ProgramBuilder
 from .common import add_base_rows, proportional_throughput, usable_mask
-from .params import check_bool, check_int
 from .resources import resource_terms
 from .users import UserGroups, check_ticket_map, user_groups, within_user_program
 

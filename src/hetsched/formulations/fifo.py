@@ -26,8 +26,8 @@ import numpy as np
 from ..cluster import Cluster
 from ..engine import SolveContext
 from ..jobs import JobSet
+from ..validation import check_bool
 from .base import Policy, PolicyOutcome, register_policy
-from .params import check_bool
 
 __all__ = ["Fifo"]
 

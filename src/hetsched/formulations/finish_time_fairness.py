@@ -56,9 +56,14 @@ from ..cluster import Cluster
 from ..engine import SolveContext
 from ..jobs import JobSet
 from ..program import LinearProgram
+from ..validation import check_bool, check_int, check_real
 from .base import Policy, PolicyOutcome, register_policy
-from .common import STAGE2_RELATIVE_SLACK, isolated_throughput, level_program, usable_mask
-from .params import check_bool, check_int, check_real
+from .common import (
+    STAGE2_RELATIVE_SLACK,
+    isolated_throughput,
+    level_program,
+    usable_mask,
+)
 from .space import AllocationSpace, SpaceOptions
 
 __all__ = ["FinishTimeFairness"]

@@ -78,12 +78,18 @@ from ..cluster import Cluster
 from ..engine import SolveContext
 from ..jobs import JobSet
 from ..program import LinearProgram
+from ..validation import check_bool
 from .base import Policy, PolicyOutcome, register_policy
 from .builder import ProgramBuilder
 from .common import add_base_rows, proportional_throughput, usable_mask
-from .params import check_bool
 from .resources import host_fit_mask, resource_terms
-from .users import UserGroups, check_ticket_map, user_groups, user_type_rows, within_user_program
+from .users import (
+    UserGroups,
+    check_ticket_map,
+    user_groups,
+    user_type_rows,
+    within_user_program,
+)
 
 __all__ = ["GandivaFair"]
 

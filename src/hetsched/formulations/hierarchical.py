@@ -46,11 +46,11 @@ from ..cluster import Cluster
 from ..engine import SolveContext
 from ..errors import MissingFieldError, ValidationError, show
 from ..jobs import JobSet
+from ..validation import check_bool, check_real
 from .base import Policy, PolicyOutcome, register_policy
 from .builder import ProgramBuilder
 from .common import add_base_rows, retry_exact
 from .max_min_fairness import normalized_share_coefficients
-from .params import check_bool, check_real
 from .water_filling import water_fill
 
 __all__ = ["HierarchicalMaxMinFairness"]

@@ -45,9 +45,9 @@ from ..cluster import Cluster
 from ..engine import SolveContext
 from ..jobs import JobSet
 from ..program import LinearProgram
+from ..validation import check_bool
 from .base import Policy, PolicyOutcome, register_policy
 from .common import level_program, proportional_throughput, solve_levels, usable_mask
-from .params import check_bool
 from .space import SpaceOptions
 
 __all__ = ["MaxMinFairness", "normalized_share_coefficients"]

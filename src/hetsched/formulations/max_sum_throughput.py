@@ -43,10 +43,10 @@ from ..engine import SolveContext
 from ..errors import MissingFieldError
 from ..jobs import JobSet
 from ..program import LinearProgram
+from ..validation import check_bool
 from .base import Policy, PolicyOutcome, register_policy
 from .builder import ProgramBuilder
 from .common import add_base_rows, throughput_rows, usable_mask
-from .params import check_bool
 from .space import SpaceOptions
 
 __all__ = ["MaxSumThroughput"]

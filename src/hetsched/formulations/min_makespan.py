@@ -35,9 +35,9 @@ from ..engine import SolveContext
 from ..errors import ValidationError, show
 from ..jobs import JobSet
 from ..program import LinearProgram
+from ..validation import check_bool
 from .base import Policy, PolicyOutcome, register_policy
 from .common import level_program, solve_levels, usable_mask
-from .params import check_bool
 from .space import SpaceOptions
 
 __all__ = ["MinMakespan", "RATE_SPREAD_MAX"]

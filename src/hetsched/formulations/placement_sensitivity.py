@@ -64,6 +64,7 @@ import pandas as pd
 from ..errors import ValidationError, show
 from ..jobs import JobSet
 from ..throughputs import ThroughputCatalogue
+from ..validation import check_matrix
 from .variable_kinds import PAIR, SINGLE
 
 __all__ = ["PlacementSensitivity", "unconsolidated_variables", "consolidation_rows", "consolidated_bounds"]
@@ -101,17 +102,8 @@ class PlacementSensitivity:
         if not unconsolidated.index.is_unique:
             dup = unconsolidated.index[unconsolidated.index.duplicated()].unique().tolist()[:5]
             raise ValidationError(f"`unconsolidated` must have one row per job; duplicated ids: {dup}.")
-        try:
-            U = unconsolidated.to_numpy(dtype=float)
-        except (TypeError, ValueError):
-            raise ValidationError("`unconsolidated` must hold numbers.") from None
-        bad = ~np.isfinite(U) | (U < 0)
-        if bad.any():
-            i, k = (int(v) for v in np.argwhere(bad)[0])
-            raise ValidationError(
-                f"`unconsolidated` must be finite and non-negative; job {show(unconsolidated.index[i])} on "
-                f"{unconsolidated.columns[k]!r} is {U[i, k]!r}."
-            )
+        U = check_matrix(unconsolidated, "unconsolidated",
+                         where=lambda i: f"job {show(unconsolidated.index[i[0]])} on {unconsolidated.columns[i[1]]!r}")
         bounds = None
         if consolidated_gpus is not None:
             if not isinstance(consolidated_gpus, Mapping):

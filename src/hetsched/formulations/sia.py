@@ -155,9 +155,9 @@ from ..engine import SolveContext
 from ..errors import ValidationError, show
 from ..jobs import JobSet
 from ..program import LinearProgram
+from ..validation import check_int, check_real, check_vector, fail, fail_at, is_real
 from .base import Policy, PolicyOutcome, register_policy
 from .builder import ProgramBuilder
-from .params import check_int, check_real, fail, is_real
 
 __all__ = ["Sia", "SiaProblem", "LagrangianBound", "lagrangian_bound", "polish"]
 
@@ -633,18 +633,11 @@ def _key(value: Any) -> Any:
 
 
 def _restart_vector(value: Any, n: int) -> np.ndarray:
-    try:
-        arr = np.asarray(value, dtype=float)
-    except (TypeError, ValueError):
-        raise ValidationError(f"`restart_penalty` must be a number or an array of n_jobs numbers; got {value!r:.80}.") from None
-    if arr.ndim == 0:
-        arr = np.full(n, float(arr))
-    if arr.shape != (n,):
-        raise ValidationError(f"`restart_penalty` must be a scalar or have shape (n_jobs,) = ({n},); got {arr.shape}.")
+    arr = check_vector(value, "restart_penalty", n)
     bad = ~np.isfinite(arr) | (arr < 0) | (arr >= 1)
     if bad.any():
         j = int(np.flatnonzero(bad)[0])
-        raise ValidationError(f"`restart_penalty` must be in [0, 1); entry {j} is {show(arr[j])}.")
+        raise fail_at("restart_penalty", "in [0, 1)", f"entry {j}", arr[j])
     return arr
 
 

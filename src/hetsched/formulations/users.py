@@ -7,7 +7,6 @@ default to 1 per user (``jobs.weights`` when every job is its own user).
 
 from __future__ import annotations
 
-import math
 from collections.abc import Mapping
 from typing import Any
 
@@ -17,6 +16,7 @@ import pandas as pd
 from ..errors import ValidationError
 from ..jobs import JobSet
 from ..program import LinearProgram
+from ..validation import check_mapping, check_positive
 from .builder import AllocationVars, ProgramBuilder
 from .common import add_base_rows
 
@@ -56,18 +56,9 @@ def check_ticket_map(tickets: Any, name: str) -> dict[Any, float] | None:
     """Validate a user -> positive number mapping (None passes through)."""
     if tickets is None:
         return None
-    if not isinstance(tickets, Mapping):
-        raise ValidationError(f"`{name}` must be a mapping of user -> positive number; got {type(tickets).__name__}.")
-    clean: dict[Any, float] = {}
-    for user, value in tickets.items():
-        try:
-            v = float(value)
-        except (TypeError, ValueError):
-            raise ValidationError(f"`{name}[{user!r}]` must be a positive number; got {value!r}.") from None
-        if isinstance(value, bool) or not math.isfinite(v) or v <= 0:
-            raise ValidationError(f"`{name}[{user!r}]` must be a positive number; got {value!r}.")
-        clean[user] = v
-    return clean
+    check_mapping(tickets, name, rule="a mapping of user -> positive number")
+    return {user: check_positive(value, f"{name}[{user!r}]", rule="a positive number")
+            for user, value in tickets.items()}
 
 
 def user_groups(jobs: JobSet, tickets: Mapping[Any, float] | None = None, *, name: str = "tickets",

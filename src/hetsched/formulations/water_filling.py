@@ -69,11 +69,11 @@ from ..errors import ValidationError, show
 from ..jobs import JobSet
 from ..solvers.fallback import accepted_violation
 from ..solvers.registry import choose_auto
+from ..validation import check_bool, check_int, check_real
 from .base import Policy, PolicyOutcome, register_policy
 from .builder import ProgramBuilder
 from .common import STAGE2_RELATIVE_SLACK, add_base_rows, retry_exact
 from .max_min_fairness import normalized_share_coefficients
-from .params import check_bool, check_int, check_real
 
 __all__ = ["MaxMinFairnessWaterFilling"]
 

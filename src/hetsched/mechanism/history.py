@@ -8,7 +8,6 @@ inputs).
 from __future__ import annotations
 
 import itertools
-import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -17,6 +16,7 @@ import numpy as np
 import pandas as pd
 
 from ..errors import ValidationError
+from ..validation import check_positive
 from .plan import RoundPlan
 from .validation import as_id_array
 
@@ -26,14 +26,8 @@ _VERSIONS = itertools.count(1)
 
 
 def check_round_seconds(value: Any, name: str = "round_seconds") -> float:
-    """``value`` as a positive finite float, or raise :class:`ValidationError`."""
-    try:
-        out = float(value)
-    except (TypeError, ValueError):
-        raise ValidationError(f"`{name}` must be a positive number of seconds; got {value!r}.") from None
-    if isinstance(value, bool) or not math.isfinite(out) or out <= 0:
-        raise ValidationError(f"`{name}` must be a positive number of seconds; got {value!r}.")
-    return out
+    """``value`` as a positive finite float (:func:`hetsched.validation.check_positive`)."""
+    return check_positive(value, name, unit="seconds")
 
 
 @dataclass(frozen=True, eq=False)

@@ -10,6 +10,7 @@ import numpy as np
 import pandas as pd
 
 from ..errors import ValidationError
+from ..validation import check_choice, check_integer_array, check_nonneg
 
 __all__ = ["check_allocation_arrays", "check_option", "label"]
 
@@ -31,21 +32,13 @@ def as_id_array(job_ids: Any) -> np.ndarray:
 
 
 def check_option(value: Any, name: str, choices: Sequence[str]) -> str:
-    """``value`` if it is one of ``choices``, else a ValidationError listing them."""
-    if not isinstance(value, str) or value not in choices:
-        raise ValidationError(f"`{name}` must be one of {list(choices)}; got {value!r}.")
-    return value
+    """``value`` if it is one of ``choices`` (:func:`hetsched.validation.check_choice`)."""
+    return check_choice(value, name, choices)
 
 
 def check_nonneg_float(value: Any, name: str, *, allow_inf: bool = False) -> float:
-    """``value`` as a non-negative float (finite unless ``allow_inf``)."""
-    try:
-        out = float(value)
-    except (TypeError, ValueError):
-        raise ValidationError(f"`{name}` must be a non-negative number; got {value!r}.") from None
-    if isinstance(value, bool) or math.isnan(out) or out < 0 or (math.isinf(out) and not allow_inf):
-        raise ValidationError(f"`{name}` must be a non-negative {'' if allow_inf else 'finite '}number; got {value!r}.")
-    return out
+    """``value`` as a float >= 0, finite unless ``allow_inf`` (:func:`hetsched.validation.check_nonneg`)."""
+    return check_nonneg(value, name, allow_inf=allow_inf)
 
 
 def check_allocation_arrays(
@@ -101,19 +94,11 @@ def check_allocation_arrays(
         s_raw = np.full(n, float(s_raw))
     if s_raw.shape != (n,):
         raise ValidationError(f"`scale_factors` must have shape (n_jobs,) = ({n},); got {s_raw.shape}.")
-    bad = ~np.isfinite(s_raw) | (s_raw < 1) | (s_raw != np.round(s_raw))
-    if bad.any():
-        j = int(np.flatnonzero(bad)[0])
-        raise ValidationError(f"`scale_factors` must be positive integers; job {label(ids[j])!r} has {s_raw[j]:g}.")
-    s = s_raw.astype(np.int64)
+    s = check_integer_array(s_raw, "scale_factors", lambda j: f"job {label(ids[j])!r}")
     c_raw = np.asarray(capacities, dtype=float)
     if c_raw.shape != (m,):
         raise ValidationError(f"`capacities` must have shape (n_gpu_types,) = ({m},); got {c_raw.shape}.")
-    bad_c = ~np.isfinite(c_raw) | (c_raw < 0) | (c_raw != np.round(c_raw))
-    if bad_c.any():
-        k = int(np.flatnonzero(bad_c)[0])
-        raise ValidationError(f"`capacities` must be non-negative integers; type {types[k]!r} has {c_raw[k]:g}.")
-    cap = c_raw.astype(np.int64)
+    cap = check_integer_array(c_raw, "capacities", lambda k: f"type {types[k]!r}", low=0)
 
     if not np.isfinite(X).all():
         j, k = np.argwhere(~np.isfinite(X))[0]

@@ -17,13 +17,13 @@ from typing import Any
 import pandas as pd
 
 from ..errors import DataNotFoundError, ValidationError
-from ..formulations.params import check_bool, check_int
 from ..sim.bench import GAVEL_CLUSTER, gavel_catalogue
 from ..throughputs import (
     ThroughputCatalogue,
     gavel_throughputs_path,
     generate_catalogue,
 )
+from ..validation import check_bool, check_int
 
 __all__ = ["Experiment", "ExperimentResult", "Settings", "find_gavel_table", "throughput_table"]
 

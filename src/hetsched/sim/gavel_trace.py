@@ -17,10 +17,10 @@ import numpy as np
 from ..cluster import Cluster
 from ..errors import ValidationError
 from ..jobs import JobSet
-from ..throughputs import ThroughputCatalogue, load_gavel_throughputs
+from ..throughputs import ThroughputCatalogue, load_gavel_throughputs, reference_column
 from .load_report import LoadReport, RowChecks
 from .trace import Trace
-from .trace_cells import decode_text, fail_parse, numbers, path_arg
+from .trace_cells import Field, apply_schema, decode_text, path_arg
 
 __all__ = ["read_gavel_cluster_specs", "read_gavel_trace", "reference_column"]
 
@@ -30,6 +30,14 @@ __all__ = ["read_gavel_cluster_specs", "read_gavel_trace", "reference_column"]
 _GAVEL_COLUMNS: dict[int, tuple[int, int, int, int | None, int | None, int]] = {
     10: (0, 5, 6, 7, 8, 9), 11: (0, 5, 6, 8, 9, 10), 9: (0, 4, 5, 6, 7, 8), 7: (0, 4, 6, None, None, 5),
 }
+#: The numeric columns of every form, in the order of :data:`_GAVEL_COLUMNS` after job_type.
+_GAVEL_SCHEMA = (
+    Field("total_steps", "int", low=0, low_open=True, rule="a positive integer"),
+    Field("scale_factor", "int", low=1, rule="a positive integer"),
+    Field("priority_weight", low=0, low_open=True),
+    Field("SLO"),
+    Field("arrival_time", low=0),
+)
 
 
 def read_gavel_trace(
@@ -131,21 +139,11 @@ def read_gavel_trace(
             out.append(default if j is None else c[j])
         return out
 
-    jt, steps_t, sf_t, w_t, slo_t, arr_t = (field(k, d) for k, d in enumerate(("", "", "", "1", "-1", "")))
-    steps = numbers(steps_t, "total_steps", integer=True)
-    scale = numbers(sf_t, "scale_factor", integer=True)
-    weight = numbers(w_t, "priority_weight")
-    slo = numbers(slo_t, "SLO")
-    arr = numbers(arr_t, "arrival_time")
-    for col in (steps, scale, weight, slo, arr):
-        fail_parse(chk, col, missing="missing_field")
-    with np.errstate(invalid="ignore"):
-        chk.fail(steps.values <= 0, "bad_value", lambda i: f"`total_steps` must be a positive integer; got {steps_t[i].strip()!r}")
-        chk.fail(scale.values < 1, "bad_value", lambda i: (
-            f"`scale_factor` must be a positive integer; got {sf_t[i].strip()!r}"
-            + (" (Gavel's older reader drops such rows silently)" if ncols[i] == 7 and scale.values[i] == 0 else "")))
-        chk.fail(weight.values <= 0, "bad_value", lambda i: f"`priority_weight` must be positive; got {w_t[i].strip()!r}")
-        chk.fail(arr.values < 0, "bad_value", lambda i: f"`arrival_time` must be non-negative; got {arr_t[i].strip()!r}")
+    names = [f.name for f in _GAVEL_SCHEMA]
+    jt, *texts = (field(k, d) for k, d in enumerate(("", "", "", "1", "-1", "")))
+    cols = apply_schema(chk, dict(zip(names, texts)), _GAVEL_SCHEMA, notes={"scale_factor": lambda i: (
+        " (Gavel's older reader drops such rows silently)" if ncols[i] == 7 and scale.values[i] == 0 else "")})
+    steps, scale, weight, slo, arr = (cols[n] for n in names)
     known = set(zip(cat.job_types.tolist(), cat.scale_factors.tolist()))
     has_row = np.array([chk.alive[i] and (jt[i], int(scale.values[i])) in known for i in range(chk.n)], dtype=bool)
     # Order among the rows that would be kept (a dropped row never moves the bar: it is
@@ -267,17 +265,3 @@ def read_gavel_cluster_specs(
             clusters.append(Cluster(counts))
         out[str(name)] = tuple(clusters)
     return out
-
-
-def reference_column(cat: ThroughputCatalogue, reference_gpu_type: str | None) -> int:
-    """Column of ``reference_gpu_type`` in ``cat`` (default: the type with the largest
-    median positive throughput, the V100 for Gavel's table)."""
-    if reference_gpu_type is None:
-        T = cat.throughputs
-        med = np.array([np.median(T[T[:, k] > 0, k]) if (T[:, k] > 0).any() else 0.0 for k in range(T.shape[1])])
-        return int(np.argmax(med))
-    if reference_gpu_type not in cat.gpu_types:
-        raise ValidationError(
-            f"`reference_gpu_type` must be one of the catalogue's GPU types {list(cat.gpu_types)}; got {reference_gpu_type!r}."
-        )
-    return cat.gpu_types.index(reference_gpu_type)

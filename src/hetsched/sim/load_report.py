@@ -36,6 +36,7 @@ from typing import Any
 import numpy as np
 
 from ..errors import ValidationError
+from ..validation import check_choice
 
 __all__ = ["ERRORS", "EXPECTED_REASONS", "FILTER_REASONS", "LoadReport", "RowChecks"]
 
@@ -76,9 +77,7 @@ def _kind(reason: str) -> str:
 
 def check_errors(errors: Any) -> str:
     """``errors`` validated: one of :data:`ERRORS`."""
-    if errors not in ERRORS:
-        raise ValidationError(f"`errors` must be one of {list(ERRORS)}; got {errors!r}.")
-    return errors
+    return check_choice(errors, "errors", ERRORS)
 
 
 class LoadReport:

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import dataclasses
 import logging
-import math
 import sys
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
@@ -14,27 +13,19 @@ import numpy as np
 
 from ..errors import ValidationError
 from ..mechanism.plan import MODES, RULES
+from ..validation import (
+    check_bool,
+    check_choice,
+    check_int,
+    check_mapping,
+    check_nonneg,
+    check_positive,
+    fail,
+)
 
 __all__ = ["SimOptions"]
 
 log = logging.getLogger(__name__)
-
-
-def _positive(value: Any, name: str, *, allow_none: bool = False) -> float | None:
-    if value is None and allow_none:
-        return None
-    if isinstance(value, bool) or not isinstance(value, (int, float, np.integer, np.floating)):
-        raise ValidationError(f"`{name}` must be a positive number of seconds; got {value!r}.")
-    v = float(value)
-    if not (math.isfinite(v) and v > 0):
-        raise ValidationError(f"`{name}` must be a positive finite number of seconds; got {value!r}.")
-    return v
-
-
-def _bool(value: Any, name: str) -> bool:
-    if not isinstance(value, (bool, np.bool_)):
-        raise ValidationError(f"`{name}` must be True or False; got {value!r}.")
-    return bool(value)
 
 
 @dataclass(frozen=True)
@@ -145,74 +136,48 @@ class SimOptions:
                       "arrivals": "wait", "reset_shares": True, "rule": "gavel", "work_conserving": True,
                       "backfill": True},
         }
-        if not isinstance(name, str) or name not in presets:
-            raise ValidationError(f"`preset` must be one of {sorted(presets)}; got {name!r}.")
+        check_choice(name, "preset", sorted(presets))
         return cls().replace(**{**presets[name], **overrides})
 
     def __post_init__(self) -> None:
         set_ = object.__setattr__
-        set_(self, "round_seconds", _positive(self.round_seconds, "round_seconds"))
-        if self.mechanism not in MODES:
-            raise ValidationError(f"`mechanism` must be one of {list(MODES)}; got {self.mechanism!r}.")
-        if self.rule not in RULES:
-            raise ValidationError(f"`rule` must be one of {list(RULES)}; got {self.rule!r}.")
+        set_(self, "round_seconds", check_positive(self.round_seconds, "round_seconds", unit="seconds"))
+        check_choice(self.mechanism, "mechanism", MODES)
+        check_choice(self.rule, "rule", RULES)
         if isinstance(self.reallocate, str):
             if self.reallocate != "on_change":
-                raise ValidationError(
-                    f"`reallocate` must be 'on_change' or a positive number of seconds; got {self.reallocate!r}.")
+                raise fail("reallocate", "'on_change' or a positive number of seconds", self.reallocate)
         else:
-            _positive(self.reallocate, "reallocate")
-        set_(self, "max_time", _positive(self.max_time, "max_time", allow_none=True))
-        set_(self, "wall_time_limit", _positive(self.wall_time_limit, "wall_time_limit", allow_none=True))
-        set_(self, "solve_time_limit", _positive(self.solve_time_limit, "solve_time_limit", allow_none=True))
-        k = self.stickiness
-        if isinstance(k, bool) or not isinstance(k, (int, float, np.integer, np.floating)) \
-                or not math.isfinite(float(k)) or k < 0:
-            raise ValidationError(f"`stickiness` must be a finite number >= 0; got {k!r}.")
-        if self.solver_options is not None and not isinstance(self.solver_options, Mapping):
-            raise ValidationError(f"`solver_options` must be a mapping or None; got {type(self.solver_options).__name__}.")
+            check_positive(self.reallocate, "reallocate", unit="seconds")
+        for name in ("max_time", "wall_time_limit", "solve_time_limit"):
+            set_(self, name, check_positive(getattr(self, name), name, unit="seconds", allow_none=True))
+        check_nonneg(self.stickiness, "stickiness")
+        check_mapping(self.solver_options, "solver_options", allow_none=True)
         for name in ("stop_after_window", "reset_shares", "record_runs", "work_conserving", "backfill"):
-            set_(self, name, _bool(getattr(self, name), name))
+            set_(self, name, check_bool(getattr(self, name), name))
         if self.placement is not None:
-            set_(self, "placement", _bool(self.placement, "placement"))
+            set_(self, "placement", check_bool(self.placement, "placement"))
             if self.placement and self.mechanism != "rounds":
                 raise ValidationError(
                     "`placement=True` needs `mechanism='rounds'` (the ideal mechanism has no whole GPUs to place).")
-        g = self.gpus_per_server
-        if isinstance(g, bool) or not isinstance(g, (int, np.integer)) or g < 1:
-            raise ValidationError(f"`gpus_per_server` must be a positive integer; got {g!r}.")
-        r = self.restart_seconds
-        if isinstance(r, bool) or not isinstance(r, (int, float, np.integer, np.floating)) \
-                or not math.isfinite(float(r)) or r < 0:
-            raise ValidationError(f"`restart_seconds` must be a finite number of seconds >= 0; got {r!r}.")
-        set_(self, "restart_seconds", float(r))
+        check_int(self.gpus_per_server, "gpus_per_server", low=1)
+        set_(self, "restart_seconds", check_nonneg(self.restart_seconds, "restart_seconds", unit="seconds"))
         if self.restart_seconds > 0 and self.mechanism != "rounds":
             raise ValidationError("`restart_seconds` > 0 needs `mechanism='rounds'` (the ideal mechanism has no "
                                   "starts and stops to charge).")
-        m = self.min_solve_interval
-        if isinstance(m, bool) or not isinstance(m, (int, float, np.integer, np.floating)) \
-                or not math.isfinite(float(m)) or m < 0:
-            raise ValidationError(f"`min_solve_interval` must be a finite number of seconds >= 0; got {m!r}.")
-        set_(self, "min_solve_interval", float(m))
-        if self.arrivals not in ("carve", "wait"):
-            raise ValidationError(f"`arrivals` must be 'carve' or 'wait'; got {self.arrivals!r}.")
-        if self.window_unit not in ("jobs", "seconds"):
-            raise ValidationError(f"`window_unit` must be 'jobs' or 'seconds'; got {self.window_unit!r}.")
+        set_(self, "min_solve_interval", check_nonneg(self.min_solve_interval, "min_solve_interval", unit="seconds"))
+        check_choice(self.arrivals, "arrivals", ("carve", "wait"))
+        check_choice(self.window_unit, "window_unit", ("jobs", "seconds"))
         if self.window is not None:  # its shape and values now, not when a run starts
             from .metrics import window_mask
 
             window_mask(self.window, np.zeros(0), unit=self.window_unit)
         p = self.progress
         if not (p is None or isinstance(p, bool) or p == "auto" or callable(p)):
-            raise ValidationError(f"`progress` must be None, True, False, 'auto' or a callable; got {p!r}.")
-        if isinstance(self.seed, bool) or not isinstance(self.seed, (int, np.integer)) or self.seed < 0:
-            raise ValidationError(f"`seed` must be a non-negative int; got {self.seed!r}.")
-        set_(self, "learn_throughputs", _bool(self.learn_throughputs, "learn_throughputs"))
-        z = self.report_noise
-        if isinstance(z, bool) or not isinstance(z, (int, float, np.integer, np.floating)) \
-                or not math.isfinite(float(z)) or z < 0:
-            raise ValidationError(f"`report_noise` must be a finite number >= 0; got {z!r}.")
-        set_(self, "report_noise", float(z))
+            raise fail("progress", "None, True, False, 'auto' or a callable", p)
+        check_int(self.seed, "seed", low=0)
+        set_(self, "learn_throughputs", check_bool(self.learn_throughputs, "learn_throughputs"))
+        set_(self, "report_noise", check_nonneg(self.report_noise, "report_noise"))
         if (self.report_noise > 0 or self.throughput_reference is not None) and not self.learn_throughputs:
             raise ValidationError("`report_noise` and `throughput_reference` apply with `learn_throughputs=True` only.")
         if self.learn_throughputs and self.mechanism != "rounds":
@@ -258,4 +223,4 @@ class SimOptions:
                 bar.set_postfix_str(f"t={t / 3600:.1f}h", refresh=False)
 
             return hook, bar.close
-        raise ValidationError(f"`progress` must be None, True, 'auto' or a callable; got {progress!r}.")
+        raise fail("progress", "None, True, False, 'auto' or a callable", progress)

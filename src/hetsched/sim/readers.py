@@ -27,7 +27,10 @@ drops and counts those too, ``errors="raise"`` rejects every row that is not kep
 first in file order). ``meta["skipped"]`` lists the message of every dropped row.
 
 The readers parse columns at once (pandas, numpy) and build messages only for the rows
-they name. Nothing is ever downloaded.
+they name. Each format's numeric and time columns are described as data (``_HELIOS``,
+``_PAI_JOB_FIELDS``, ...: :class:`~hetsched.sim.trace_cells.Field`, how a cell is read, what
+an absent one means, the rule its value follows) and checked by one routine
+(:func:`~hetsched.sim.trace_cells.apply_schema` and its parts). Nothing is ever downloaded.
 """
 
 from __future__ import annotations
@@ -48,6 +51,7 @@ from ..cluster import Cluster
 from ..errors import ValidationError
 from ..jobs import JobSet
 from ..throughputs import ThroughputCatalogue, load_gavel_throughputs
+from ..validation import check_choice
 from .gavel_trace import read_gavel_cluster_specs, read_gavel_trace, reference_column
 from .load_report import LoadReport, RowChecks
 from .trace import Trace
@@ -55,23 +59,24 @@ from .trace_cells import (
     ABSENT,
     JOB_TABLE_COLUMNS,
     OK,
+    Field,
     bad_utf8,
     cell_text,
+    check_fields,
     columns_of,
     csv_columns,
     csv_records,
     decode_text,
     duration_checks,
     empty_strings,
-    fail_parse,
+    fail_fields,
     finish_table,
     gc_paused,
     isin,
     needs_strip,
-    numbers,
     path_arg,
+    read_fields,
     selection,
-    times,
 )
 
 __all__ = [
@@ -102,6 +107,12 @@ def _gpu_count(detail: Any) -> int:
     return g
 
 
+#: The times of a Philly entry and of its last attempt, and what an absent one means.
+_PHILLY_FIELDS = (
+    Field("submitted_time", "time", invalid="bad_time"),
+    Field("attempts[-1].start_time", "time", missing="never_started", invalid="bad_time"),
+    Field("attempts[-1].end_time", "time", missing="unfinished", invalid="bad_time"),
+)
 _PHILLY_TOP = ("status", "vc", "jobid", "user", "submitted_time", "attempts")
 _PHILLY_ATTEMPT = ("start_time", "end_time", "detail")
 
@@ -252,13 +263,11 @@ def read_philly_trace(
     def named(i: int) -> str:
         return f"job {jid[i]!r}: "
 
-    sub = times(sub_r, "submitted_time")
-    fail_parse(chk, sub, missing="missing_field", invalid="bad_time", prefix=named)
+    c = read_fields(dict(zip((x.name for x in _PHILLY_FIELDS), (sub_r, st_r, en_r))), _PHILLY_FIELDS)
+    sub, st, en = c.values()
+    fail_fields(chk, c, _PHILLY_FIELDS[:1], prefix=named)
     chk.fail(~np.array(f["last_ok"], dtype=bool), "bad_attempts", lambda i: f"job {jid[i]!r}: `attempts[-1]` must be an object")
-    st = times(st_r, "attempts[-1].start_time")
-    fail_parse(chk, st, missing="never_started", invalid="bad_time", prefix=named)
-    en = times(en_r, "attempts[-1].end_time")
-    fail_parse(chk, en, missing="unfinished", invalid="bad_time", prefix=named)
+    fail_fields(chk, c, _PHILLY_FIELDS[1:], prefix=named)
     g = np.array(f["gpus"], dtype=np.int64)
     chk.fail(g < 0, "bad_detail", lambda i: f"job {jid[i]!r}: `attempts[-1].detail` must be a list of {{'ip', 'gpus': [...]}}")
     chk.fail(g == 0, "no_gpus", lambda i: f"job {jid[i]!r}: the last attempt holds no GPUs (GPU count must be positive)")
@@ -367,33 +376,27 @@ def read_helios_trace(
     def named(i: int) -> str:
         return f"job {jid[i]!r}: "
 
-    g_raw = cells_of("gpu_num")
-    g = numbers(g_raw, "gpu_num", integer=True)
-    fail_parse(chk, g, missing="missing_field", prefix=named)
+    F = _HELIOS
+    c = read_fields({name: cells_of(name) for name in ("gpu_num", "submit_time")}, (F["gpu_num"], F["submit_time"]))
+    g, sub = c["gpu_num"], c["submit_time"]
+    fail_fields(chk, c, (F["gpu_num"],), prefix=named)
     chk.fail(g.values == 0, "cpu_only", None)
-    sub = times(cells_of("submit_time"), "submit_time")
-    fail_parse(chk, sub, missing="missing_field", invalid="bad_time", prefix=named)
+    fail_fields(chk, c, (F["submit_time"],), prefix=named)
+    # The duration cell where given, else end_time - start_time.
     dur_raw = cells_of("duration")
     given = np.array([c is not None and c.strip() != "" for c in dur_raw], dtype=bool)
     dur = np.full(n, np.nan)
-    if given.any():
-        d = numbers(dur_raw, "duration")
-        d.state[~given] = OK
-        fail_parse(chk, d, missing="unfinished", prefix=named)
-        dur[given] = d.values[given]
-    if (~given).any():
-        st = times(cells_of("start_time"), "start_time")
-        en = times(cells_of("end_time"), "end_time")
-        for col in (st, en):
-            col.state[given] = OK
-        fail_parse(chk, st, missing="never_started", invalid="bad_time", prefix=named)
-        fail_parse(chk, en, missing="unfinished", invalid="bad_time", prefix=named)
-        dur[~given] = (en.values - st.values)[~given]
-    chk.fail(g.values < 0, "bad_value", lambda i: f"job {jid[i]!r}: `gpu_num` must be a non-negative integer; got {cell_text(g_raw, i)!r}")
+    for fields, rows in (((F["duration"],), given), ((F["start_time"], F["end_time"]), ~given)):
+        if rows.any():
+            c = read_fields({f.name: cells_of(f.name) for f in fields}, fields)
+            for col in c.values():
+                col.state[~rows] = OK
+            fail_fields(chk, c, fields, prefix=named)
+            values = c["duration"].values if "duration" in c else c["end_time"].values - c["start_time"].values
+            dur[rows] = values[rows]
+    check_fields(chk, {"gpu_num": g}, (F["gpu_num"],), prefix=named)
     duration_checks(chk, dur, lambda i: f"job {jid[i]!r}: duration must be positive; got {dur[i]:.6g} s")
-    with np.errstate(invalid="ignore"):
-        sub_cells = cells_of("submit_time")
-        chk.fail(sub.values < 0, "bad_value", lambda i: f"job {jid[i]!r}: `submit_time` must be non-negative; got {sub_cells[i]!r}")
+    check_fields(chk, {"submit_time": sub}, (F["submit_time"],), prefix=named)
     chk.resolve()
     cols = {"job_id": jid, "arrival": sub.values, "num_gpus": np.nan_to_num(g.values), "duration": dur,
             "gpu_type": [gpu_type] * n, "user": cells_of("user"), "status": state, "source_row": where}
@@ -404,10 +407,29 @@ def read_helios_trace(
     return df
 
 
+#: Helios / Lucid ``cluster_log.csv``: the columns read as numbers or times, and their rules.
+_HELIOS = {f.name: f for f in (
+    Field("gpu_num", "int", low=0, rule="a non-negative integer"),
+    Field("submit_time", "time", invalid="bad_time", low=0),
+    Field("duration", missing="unfinished"),
+    Field("start_time", "time", missing="never_started", invalid="bad_time"),
+    Field("end_time", "time", missing="unfinished", invalid="bad_time"),
+)}
+
+
 # ------------------------------------------------------------------------------ PAI
 _PAI_JOB = ("job_name", "inst_id", "user", "status", "start_time", "end_time")
 _PAI_TASK = ("job_name", "task_name", "inst_num", "status", "start_time", "end_time", "plan_cpu", "plan_mem",
              "plan_gpu", "gpu_type")
+#: The numeric columns of the job and task tables (times in seconds) and their rules.
+_PAI_JOB_FIELDS = (
+    Field("start_time", missing="never_started", low=0),
+    Field("end_time", missing="unfinished"),
+)
+_PAI_TASK_FIELDS = (
+    Field("inst_num", "int", low=1, rule="positive"),
+    Field("plan_gpu", low=0),
+)
 
 
 def _csv_table(text: str, width: int | None, *, fill: str | None, numeric: Sequence[int] = (),
@@ -530,15 +552,13 @@ def read_pai_trace(
     def named(i: int) -> str:
         return f"job {name[i]!r}: "
 
-    st = numbers(job["start_time"], "start_time")
-    en = numbers(job["end_time"], "end_time")
-    fail_parse(chk, st, missing="never_started", prefix=named)
-    fail_parse(chk, en, missing="unfinished", prefix=named)
+    c = read_fields(job, _PAI_JOB_FIELDS)
+    fail_fields(chk, c, _PAI_JOB_FIELDS, prefix=named)
+    st, en = c["start_time"], c["end_time"]
     dur = en.values - st.values
     duration_checks(chk, dur, lambda i: (f"job {name[i]!r}: duration must be positive; end_time "
                                           f"{cell_text(job['end_time'], i)!r} is not after start_time {cell_text(job['start_time'], i)!r}"))
-    with np.errstate(invalid="ignore"):
-        chk.fail(st.values < 0, "bad_value", lambda i: f"job {name[i]!r}: `start_time` must be non-negative; got {cell_text(job['start_time'], i)!r}")
+    check_fields(chk, c, _PAI_JOB_FIELDS, prefix=named)
     chk.resolve()
 
     # Tasks.
@@ -553,20 +573,16 @@ def read_pai_trace(
     kept_job = np.zeros(tchk.n, dtype=bool)
     kept_job[owner >= 0] = chk.alive[owner[owner >= 0]]
     tchk.fail(~kept_job, "job_not_kept", None)
-    inst = numbers(task["inst_num"], "inst_num", integer=True)
-    pg = numbers(task["plan_gpu"], "plan_gpu")
+    c = read_fields(task, _PAI_TASK_FIELDS)
+    inst, pg = c["inst_num"], c["plan_gpu"]
     tchk.fail(pg.state == ABSENT, "cpu_task", None)
 
     def tnamed(i: int) -> str:
         return f"task {tname[i]!r} of job {task['job_name'][i]!r}: "
 
-    fail_parse(tchk, inst, missing="missing_field", prefix=tnamed)
-    fail_parse(tchk, pg, missing="missing_field", prefix=tnamed)
-    with np.errstate(invalid="ignore"):
-        tchk.fail((inst.values < 1) | (pg.values < 0), "bad_value", lambda i: (
-            f"task {tname[i]!r} of job {task['job_name'][i]!r}: `inst_num` must be positive and `plan_gpu` "
-            f"non-negative; got {cell_text(task['inst_num'], i)!r}, {cell_text(task['plan_gpu'], i)!r}"))
-        tchk.fail(pg.values == 0, "cpu_task", None)
+    fail_fields(tchk, c, _PAI_TASK_FIELDS, prefix=tnamed)
+    check_fields(tchk, c, _PAI_TASK_FIELDS, prefix=tnamed)
+    tchk.fail(pg.values == 0, "cpu_task", None)
     tchk.resolve()
     treport.kept = int(tchk.alive.sum())
     # A kept job with a malformed task (errors="skip" only) is dropped with it.
@@ -661,8 +677,7 @@ def trace_from_table(
         raise ValidationError(f"`table` must have columns {list(JOB_TABLE_COLUMNS)}; missing {missing}.")
     if not isinstance(catalogue, ThroughputCatalogue):
         raise ValidationError(f"`catalogue` must be a ThroughputCatalogue; got {type(catalogue).__name__}.")
-    if unmatched not in ("raise", "round_up", "skip"):
-        raise ValidationError(f"`unmatched` must be 'raise', 'round_up' or 'skip'; got {unmatched!r}.")
+    check_choice(unmatched, "unmatched", ("raise", "round_up", "skip"))
     src = source or table.attrs.get("source", "table")
     rows_label = table["source_row"].tolist() if "source_row" in table.columns else [f"row {i}" for i in range(len(table))]
     gen = seed if isinstance(seed, np.random.Generator) else np.random.default_rng(int(seed))
@@ -775,8 +790,7 @@ def load_trace(
     if fmt is None:
         suffix = Path(str(p)).suffix.lower()
         fmt = {".json": "philly", ".csv": "helios"}.get(suffix, "gavel")
-    if fmt not in _FORMATS:
-        raise ValidationError(f"`format` must be one of {list(_FORMATS)}; got {format!r}.")
+    check_choice(fmt, "format", _FORMATS)
     table_opts = {k: options.pop(k) for k in ("unmatched", "gpu_type_map", "reference_gpu_type") if k in options}
     reader = {"gavel": read_gavel_trace, "philly": read_philly_trace, "helios": read_helios_trace,
               "pai": read_pai_trace}[fmt]

@@ -24,6 +24,7 @@ from ..cluster import Cluster
 from ..errors import HetschedError, ValidationError
 from ..executors import broken_pool_hint, process_pool
 from ..formulations.base import make_policy
+from ..validation import check_int, check_mapping, fail
 from .options import SimOptions
 from .simulator import scheduler_label, simulate
 from .trace import Trace, generate_workload
@@ -95,8 +96,7 @@ def expand_grid(grid: Mapping[str, Any]) -> list[dict[str, Any]]:
     ValidationError
         Unknown keys, missing ``policy`` or ``cluster``, or neither ``load`` nor ``workload``.
     """
-    if not isinstance(grid, Mapping):
-        raise ValidationError(f"`grid` must be a mapping of parameter -> value or list of values; got {type(grid).__name__}.")
+    check_mapping(grid, "grid", rule="a mapping of parameter -> value or list of values")
     known = {"policy", "cluster", "seed"} | set(WORKLOAD_KEYS) | set(_SIM_KEYS)
     unknown = sorted(set(grid) - known)
     if unknown:
@@ -226,11 +226,9 @@ def sweep(
     >>> df[["policy", "load", "n_completed"]].values.tolist()
     [['max_min_fairness', 4.0, 10], ['fifo', 4.0, 10]]
     """
-    if max_workers is not None and (isinstance(max_workers, bool) or not isinstance(max_workers, (int, np.integer))
-                                    or max_workers < 1):
-        raise ValidationError(f"`max_workers` must be None or an integer >= 1; got {max_workers!r}.")
+    check_int(max_workers, "max_workers", low=1, allow_none=True)
     if not (progress is None or isinstance(progress, bool) or callable(progress)):
-        raise ValidationError(f"`progress` must be None, True, False or a callable; got {progress!r}.")
+        raise fail("progress", "None, True, False or a callable", progress)
     runs = expand_grid(grid)
     n = len(runs)
     own = None

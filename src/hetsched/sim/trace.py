@@ -26,6 +26,7 @@ import pandas as pd
 from ..errors import ValidationError, show
 from ..jobs import JobSet
 from ..throughputs import ThroughputCatalogue, generate_catalogue
+from ..validation import check_matrix
 from ..workloads import Workload, sample_jobs
 
 __all__ = ["Trace", "as_trace", "generate_workload"]
@@ -84,18 +85,9 @@ class Trace:
         arr = jobs.field("arrival_times", 0.0) if n else np.zeros(0)
         _check_arrivals(arr, jobs.ids)
         if self.unconsolidated is not None:
-            U = np.array(self.unconsolidated, dtype=float)
-            if U.shape != (n, m):
-                raise ValidationError(
-                    f"`unconsolidated` must have shape (n_jobs, n_gpu_types) = ({n}, {m}); got {U.shape}."
-                )
-            bad = ~np.isfinite(U) | (U < 0)
-            if bad.any():
-                j, k = (int(v) for v in np.argwhere(bad)[0])
-                raise ValidationError(
-                    f"`unconsolidated` must be finite and non-negative; job {show(jobs.ids[j])}, "
-                    f"GPU type {jobs.gpu_types[k]!r} has {show(U[j, k])}."
-                )
+            U = check_matrix(self.unconsolidated, "unconsolidated", shape=(n, m),
+                             shape_text=f"(n_jobs, n_gpu_types) = ({n}, {m})",
+                             where=lambda i: f"job {show(jobs.ids[i[0]])}, GPU type {jobs.gpu_types[i[1]]!r}")
             U.setflags(write=False)
             object.__setattr__(self, "unconsolidated", U)
         if self.job_types is not None:

@@ -13,8 +13,9 @@ import csv
 import gc
 import io
 import math
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
+from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
 from typing import Any
@@ -24,11 +25,18 @@ import pandas as pd
 
 from ..cluster import Cluster
 from ..errors import ValidationError
+from ..validation import check_bool
 from .load_report import LoadReport, RowChecks
 
 __all__ = [
     "JOB_TABLE_COLUMNS",
+    "KINDS",
     "Column",
+    "Field",
+    "apply_schema",
+    "check_fields",
+    "fail_fields",
+    "read_fields",
     "cell_text",
     "columns_of",
     "csv_columns",
@@ -258,6 +266,112 @@ def duration_checks(chk: RowChecks, dur: np.ndarray, message: Callable[[int], st
         chk.fail(dur < 0, "negative_duration", message)
 
 
+# ------------------------------------------------------------------------------ column schemas
+#: How a cell is read: a finite number, an integer, or a time (seconds or a date-time).
+KINDS = ("number", "int", "time")
+
+
+@dataclass(frozen=True)
+class Field:
+    """One column of a trace format, as data: how its cells are read and the rule its values
+    must follow. :func:`apply_schema` applies a sequence of them, column at once.
+
+    Parameters
+    ----------
+    name : str
+        The column as the file names it (and as messages name it: ``` `name` ```).
+    kind : {"number", "int", "time"}, default "number"
+        How a cell is read (:func:`numbers`, ``numbers(..., integer=True)``, :func:`times`).
+    missing : str, default "missing_field"
+        The load-report reason of an absent cell (e.g. ``"unfinished"`` for an end time:
+        a row real traces contain, dropped by default; see :mod:`.load_report`).
+    invalid : str, default "not_a_number"
+        The reason of a cell that is not a number / time (``"bad_time"`` for times).
+    low : float, optional
+        Rule: values must be ``>= low`` (``> low`` with ``low_open``); a row breaking it
+        fails with reason ``"bad_value"``.
+    rule : str, optional
+        The rule's wording in the message (default "non-negative" / "positive" / ">= low").
+    """
+
+    name: str
+    kind: str = "number"
+    missing: str = "missing_field"
+    invalid: str = "not_a_number"
+    low: float | None = None
+    low_open: bool = False
+    rule: str | None = None
+
+    def __post_init__(self) -> None:
+        if self.kind not in KINDS:
+            raise ValueError(f"Field {self.name!r}: kind must be one of {list(KINDS)}; got {self.kind!r}")
+
+    @property
+    def wording(self) -> str:
+        """The rule as the message words it."""
+        if self.rule is not None:
+            return self.rule
+        if self.low == 0:
+            return "positive" if self.low_open else "non-negative"
+        return f"{'>' if self.low_open else '>='} {self.low:g}"
+
+    def parse(self, cells: Sequence[Any]) -> Column:
+        """The column's cells read column at once."""
+        if self.kind == "time":
+            return times(cells, self.name)
+        return numbers(cells, self.name, integer=self.kind == "int")
+
+    def broken(self, values: np.ndarray) -> np.ndarray:
+        """Rows whose (parsed) value breaks the rule (NaN never does: it failed parsing)."""
+        if self.low is None:
+            return np.zeros(values.shape, dtype=bool)
+        with np.errstate(invalid="ignore"):
+            return values <= self.low if self.low_open else values < self.low
+
+
+def read_fields(cells: Mapping[str, Sequence[Any]], schema: Sequence[Field]) -> dict[str, Column]:
+    """Every column of ``schema`` read from ``cells`` (name -> cells), column at once."""
+    return {f.name: f.parse(cells[f.name]) for f in schema}
+
+
+def fail_fields(chk: RowChecks, columns: Mapping[str, Column], schema: Sequence[Field], *,
+                prefix: Callable[[int], str] | None = None) -> None:
+    """Fail the rows a column of ``schema`` could not read (reason ``field.missing`` /
+    ``field.invalid``; :func:`fail_parse`), in schema order."""
+    for f in schema:
+        fail_parse(chk, columns[f.name], missing=f.missing, invalid=f.invalid, prefix=prefix)
+
+
+def check_fields(chk: RowChecks, columns: Mapping[str, Column], schema: Sequence[Field], *,
+                 prefix: Callable[[int], str] | None = None,
+                 notes: Mapping[str, Callable[[int], str]] | None = None) -> None:
+    """Fail the rows whose value breaks a field's rule (reason ``"bad_value"``), in schema
+    order, each named ``"`<field>` must be <rule>; got '<cell as written>'"`` (plus
+    ``notes[field](i)`` where given)."""
+    for f in schema:
+        if f.low is None:
+            continue
+        col = columns[f.name]
+
+        def message(i: int, f: Field = f, col: Column = col) -> str:
+            note = notes.get(f.name) if notes else None
+            return ((prefix(i) if prefix else "") + f"`{f.name}` must be {f.wording}; got {cell_text(col.cells, i).strip()!r}"
+                    + (note(i) if note else ""))
+
+        chk.fail(f.broken(col.values), "bad_value", message)
+
+
+def apply_schema(chk: RowChecks, cells: Mapping[str, Sequence[Any]], schema: Sequence[Field], *,
+                 prefix: Callable[[int], str] | None = None,
+                 notes: Mapping[str, Callable[[int], str]] | None = None) -> dict[str, Column]:
+    """:func:`read_fields`, :func:`fail_fields`, then :func:`check_fields`: every column read
+    and checked, the rows that fail marked on ``chk``."""
+    columns = read_fields(cells, schema)
+    fail_fields(chk, columns, schema, prefix=prefix)
+    check_fields(chk, columns, schema, prefix=prefix, notes=notes)
+    return columns
+
+
 def selection(value: Any, name: str) -> list[str] | None:
     """``statuses`` / ``states`` / ``vc``: None, one string, or a sequence of strings."""
     if value is None:
@@ -288,8 +402,7 @@ def finish_table(chk: RowChecks, report: LoadReport, cols: dict[str, Any], *, so
     ``cols`` holds full-length arrays (one entry per row of ``chk``) for every column of
     :data:`JOB_TABLE_COLUMNS`.
     """
-    if not isinstance(sort, bool):
-        raise ValidationError(f"`sort` must be a bool; got {sort!r}.")
+    check_bool(sort, "sort")
     arrival = np.asarray(cols["arrival"], dtype=float)
     ids = cols["job_id"]
     alive = np.flatnonzero(chk.alive)
