@@ -39,7 +39,7 @@ import numpy as np
 
 import hetsched as hs
 from hetsched.errors import CapabilityError, ValidationError
-from hetsched.jobs import STEPS_MAX, THROUGHPUT_RANGE, TIME_MAX, WEIGHT_RANGE
+from hetsched.inputs.jobs import STEPS_MAX, THROUGHPUT_RANGE, TIME_MAX, WEIGHT_RANGE
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "tests"))

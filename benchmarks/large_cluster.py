@@ -13,8 +13,8 @@ Paths (``method``):
 * ``highs-simplex`` - HiGHS dual simplex on the whole LP;
 * ``highs-ipx`` - HiGHS interior point (IPX) with crossover;
 * ``auto`` - ``solver="auto"`` (Clarabel for large LPs);
-* ``structured`` - ``solver="structured"`` (hetsched.structured);
-* ``pop-k{4,16,64}`` - ``hetsched.partition.Partitioned(k=...)``, sub-problems solved with
+* ``structured`` - ``solver="structured"`` (hetsched.solvers.structured);
+* ``pop-k{4,16,64}`` - ``hetsched.solvers.partition.Partitioned(k=...)``, sub-problems solved with
   ``solver="structured"`` in a process pool (2 workers here);
 * on catalogue rows every path aggregates identical jobs first (``aggregate=True``);
   ``no-aggregation`` is the structured path on the un-aggregated jobs.
@@ -22,11 +22,13 @@ Paths (``method``):
 General paths run under ``--general-limit`` seconds (status ``time_limit`` when they hit it).
 
 ``--candidates`` also measures the candidate exact paths of issue 8 on stage 1 (the
-level LP) through :func:`hetsched.structured.solve_separable` with each source of first
+level LP) through :func:`hetsched.solvers.structured.solve_separable` with each source of first
 prices (``init``): the sample (default), Lagrangian cutting planes, both (hybrid),
 a cold start (pure column generation), HiGHS IPX without crossover + repair and PDLP +
 repair; rows go to ``large_cluster_candidates.csv``. ``--policies`` times the structured
-path against ``auto`` for max-sum throughput, min makespan and finish-time fairness.
+path against ``auto`` for max-min fairness, max-sum throughput, min makespan and
+finish-time fairness over the sizes (``large_cluster_policies.csv`` and the log-log plot
+``docs/img/scaling_policies.png``; 10^6 with ``--million``, structured only).
 ``--plot`` draws the figures of docs/scaling.md from the CSVs (needs matplotlib).
 
 Usage::
@@ -35,6 +37,7 @@ Usage::
     python benchmarks/large_cluster.py                    # n up to 1e5 (general paths up to 1e5)
     python benchmarks/large_cluster.py --million          # adds n = 1e6
     python benchmarks/large_cluster.py --candidates --policies
+    python benchmarks/large_cluster.py --no-main --policies --million --general-limit 60
     python benchmarks/large_cluster.py --plot             # figures from the CSVs
 """
 
@@ -53,14 +56,15 @@ from pathlib import Path
 import numpy as np
 
 import hetsched as hs
-import hetsched.structured as st
-from hetsched.partition import Partitioned, default_workers
-from hetsched.throughputs import generate_catalogue
-from hetsched.workloads import random_jobs, sample_jobs
+import hetsched.solvers.structured as st
+from hetsched.solvers.partition import Partitioned, default_workers
+from hetsched.inputs.throughputs import generate_catalogue
+from hetsched.inputs.workloads import random_jobs, sample_jobs
 
 RESULTS = Path(__file__).resolve().parent / "results"
 DEFAULT_OUT = RESULTS / "large_cluster.csv"
 CANDIDATES_OUT = RESULTS / "large_cluster_candidates.csv"
+POLICIES_OUT = RESULTS / "large_cluster_policies.csv"
 FIG_DIR = Path(__file__).resolve().parent.parent / "docs" / "img"
 
 GPU_TYPES: dict[int, dict[str, float]] = {
@@ -259,13 +263,15 @@ def run_instance(wl: str, n: int, m: int, args, log) -> list[dict]:
 
 
 def run_policies(args, log) -> list[dict]:
-    """Structured vs auto for the other policies (does the structured path help them?)."""
+    """Every structured policy against ``auto`` over the sizes (random T, m = 10): the rows of
+    the per-policy time-vs-jobs plot (``docs/img/scaling_policies.png``). ``auto`` runs up to
+    ``--general-max-n`` jobs under ``--general-limit``; 10^6 (``--million``) is structured only."""
     rows = []
-    sizes = [10_000] if args.quick else [10_000, 100_000]
+    sizes = [1_000, 10_000] if args.quick else [1_000, 10_000, 100_000] + ([1_000_000] if args.million else [])
     for n in sizes:
         inst = make_instance("random", n, 10, args.seed)
-        for pname in ("max_sum_throughput", "min_makespan", "finish_time_fairness"):
-            names = ("structured",) if (pname == "finish_time_fairness" and n > 10_000) else ("structured", "auto")
+        for pname in ("max_min_fairness", "max_sum_throughput", "min_makespan", "finish_time_fairness"):
+            names = ("structured", "auto") if n <= args.general_max_n else ("structured",)
             res = {name: run_method(METHODS[name], inst, POLICIES[pname], args.general_limit) for name in names}
             ok = [r["objective"] for r in res.values() if r["status"] == "optimal"]
             exact = res["structured"]["objective"] if res["structured"]["status"] == "optimal" else (ok[0] if ok else math.nan)
@@ -274,6 +280,35 @@ def run_policies(args, log) -> list[dict]:
                 log(line(row))
                 rows.append(row)
     return rows
+
+
+def plot_policies(path: Path) -> None:
+    """Seconds against jobs (log-log), one panel per policy, structured vs auto."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    import pandas as pd
+
+    df = pd.read_csv(path)
+    pols = [p for p in POLICIES if p in set(df.policy)]
+    fig, axes = plt.subplots(1, len(pols), figsize=(4 * len(pols), 3.6), squeeze=False)
+    for ax, pol in zip(axes[0], pols):
+        for meth, style in (("structured", "o-"), ("auto", "s--")):
+            d = df[(df.policy == pol) & (df.method == meth)].sort_values("jobs")
+            ok = d[d.status == "optimal"]
+            ax.plot(ok.jobs, ok.seconds, style, label=meth)
+            hit = d[d.status != "optimal"]
+            ax.scatter(hit.jobs, hit.seconds, marker="x", color="k", zorder=5)
+        ax.set(xscale="log", yscale="log", xlabel="jobs (m = 10)", title=pol.replace("_", " "))
+        ax.grid(True, which="both", alpha=0.3)
+    axes[0][0].set_ylabel("seconds (x: limit / not optimal)")
+    axes[0][0].legend(fontsize=8)
+    fig.tight_layout()
+    FIG_DIR.mkdir(parents=True, exist_ok=True)
+    out = FIG_DIR / "scaling_policies.png"
+    fig.savefig(out, dpi=110)
+    print("wrote", out)
 
 
 def run_candidates(args, log) -> list[dict]:
@@ -393,6 +428,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parse_args(argv)
     if args.plot:
         plot(args)
+        if POLICIES_OUT.exists():
+            plot_policies(POLICIES_OUT)
         return 0
     warnings.simplefilter("ignore", category=RuntimeWarning)
     t0, cpu0 = time.perf_counter(), time.process_time()
@@ -411,9 +448,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         if only is None or (wl, n) in only:
             rows += run_instance(wl, n, m, args, log)
     if args.policies:
-        print("\n# other policies: structured vs auto (random, m = 10)")
+        print("\n# policies: structured vs auto over the sizes (random, m = 10)")
         print(header())
-        rows += run_policies(args, log)
+        prow = run_policies(args, log)
+        write_csv(prow, POLICIES_OUT)
+        plot_policies(POLICIES_OUT)
     if args.merge and args.out.exists():
         import pandas as pd
 

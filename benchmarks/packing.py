@@ -43,8 +43,8 @@ from pathlib import Path
 import numpy as np
 
 import hetsched as hs
-from hetsched.formulations.packing import DEFAULT_PAIR_THRESHOLD, Packing
-from hetsched.formulations.space import build_space
+from hetsched.formulations.spaces.packing import DEFAULT_PAIR_THRESHOLD, Packing
+from hetsched.formulations.spaces.space import build_space
 
 GAVEL = Path(__file__).resolve().parents[2] / "shared" / "data" / "gavel" / "simulation_throughputs.json"
 TYPES = ["v100", "p100", "k80"]

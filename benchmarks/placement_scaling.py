@@ -40,7 +40,7 @@ import pandas as pd
 
 from hetsched import Cluster
 from hetsched.placement import PlacementCosts, build_network, make_request, oracle_placement, place, solve_flow
-from hetsched.topology import Server, Topology
+from hetsched.inputs.topology import Server, Topology
 
 TYPES = ("v100", "p100", "k80")
 SIZES = np.array([1, 2, 4, 8])

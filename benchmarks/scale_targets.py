@@ -120,8 +120,8 @@ def run_case(case: str, limit: float, seed: int) -> dict:
         row.update(n=n, m=3, seconds=s, status=res.status, detail=res.message[:90], ref_method="one max-min solve",
                    ref_seconds=rs, ref_status=ref.status, ratio=s / rs)
     elif case == "maxsum_pack_place_2048":
-        from hetsched.formulations.packing import Packing
-        from hetsched.formulations.placement_sensitivity import PlacementSensitivity
+        from hetsched.formulations.spaces.packing import Packing
+        from hetsched.formulations.spaces.placement_sensitivity import PlacementSensitivity
 
         try:
             cat = hs.gavel_throughputs()

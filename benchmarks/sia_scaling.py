@@ -8,7 +8,7 @@ factor and Sia's bootstrap extrapolates it to every configuration), times
 ``hs.solve(Sia(...), jobs, cluster)`` and reports:
 
 * ``build_s`` — configurations, goodput, utilities, and the LP bound (Kelley on the
-  capacity prices; see ``hetsched.formulations.sia``), plus building the program(s);
+  capacity prices; see ``hetsched.formulations.sia.policy``), plus building the program(s);
 * ``solve_s`` — the MIP solver (HiGHS, ``mip_rel_gap``) on the program(s) it gets;
 * ``gap`` — the proven relative gap of the returned solution; ``lp_gap`` —
   ``(LP bound - ILP value) / ILP value``; ``objective`` and ``lp_bound`` in Sia's units;
@@ -41,9 +41,9 @@ from pathlib import Path
 import numpy as np
 
 import hetsched as hs
-from hetsched.formulations.sia import Sia
-from hetsched.throughputs import generate_catalogue
-from hetsched.workloads import sample_jobs
+from hetsched.formulations.sia.policy import Sia
+from hetsched.inputs.throughputs import generate_catalogue
+from hetsched.inputs.workloads import sample_jobs
 
 DEFAULT_OUT = Path(__file__).resolve().parent / "results" / "sia_scaling.csv"
 

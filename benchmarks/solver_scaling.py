@@ -34,8 +34,8 @@ import numpy as np
 
 import gavel_reference as ref
 import hetsched as hs
-from hetsched.throughputs import ThroughputCatalogue, generate_catalogue
-from hetsched.workloads import random_jobs, sample_jobs
+from hetsched.inputs.throughputs import ThroughputCatalogue, generate_catalogue
+from hetsched.inputs.workloads import random_jobs, sample_jobs
 
 DEFAULT_OUT = Path(__file__).resolve().parent / "results" / "solver_scaling.csv"
 

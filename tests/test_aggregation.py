@@ -6,8 +6,8 @@ import numpy as np
 import pytest
 
 import hetsched as hs
-from hetsched import aggregation
-from hetsched.aggregation import SMALL_N, aggregate_jobs
+from hetsched.formulations import aggregation
+from hetsched.formulations.aggregation import SMALL_N, aggregate_jobs
 
 
 def _jobs(seed: int, n: int):

@@ -9,9 +9,9 @@ import pytest
 import scipy.sparse as sp
 
 import hetsched as hs
-from hetsched.engine import SolveContext
+from hetsched.solvers.context import SolveContext
 from hetsched.errors import CapabilityError, SolverError, UnknownSolverError, ValidationError
-from hetsched.program import LinearProgram
+from hetsched.solvers.program import LinearProgram
 from hetsched.solvers import get_backend
 
 INF = np.inf

@@ -14,9 +14,9 @@ import pytest
 import scipy.sparse as sp
 
 import hetsched as hs
-from hetsched import engine
+from hetsched.solvers import context as engine
 from hetsched.errors import CapabilityError, ValidationError
-from hetsched.program import LinearProgram
+from hetsched.solvers.program import LinearProgram
 from hetsched.solvers import Capabilities, capabilities, choose_auto, get_backend
 from hetsched.solvers.clarabel_backend import ClarabelBackend
 from hetsched.solvers.fallback import accepted_violation, exact_options

@@ -1,4 +1,4 @@
-"""The certificate every Allocation carries (hetsched.certificate): it passes correct results,
+"""The certificate every Allocation carries (hetsched.solvers.certificate): it passes correct results,
 catches each kind of violation and a wrong objective, turns a failed check into status
 "failed_certificate" (never a silent pass), and does not flag allocation spaces or Sia."""
 
@@ -11,11 +11,11 @@ import pandas as pd
 import pytest
 
 import hetsched as hs
-from hetsched.certificate import FAILED_STATUS, Certificate, certify
+from hetsched.solvers.certificate import FAILED_STATUS, Certificate, certify
 from hetsched.formulations.baselines import Proportional
 from hetsched.formulations.max_sum_throughput import MaxSumThroughput
-from hetsched.formulations.packing import Packing
-from hetsched.formulations.placement_sensitivity import PlacementSensitivity
+from hetsched.formulations.spaces.packing import Packing
+from hetsched.formulations.spaces.placement_sensitivity import PlacementSensitivity
 
 P = hs.policies
 GPU = ["v100", "k80"]

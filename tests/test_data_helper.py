@@ -10,7 +10,7 @@ import pytest
 
 import hetsched as hs
 from hetsched.errors import DataNotFoundError
-from hetsched.throughputs import GAVEL_THROUGHPUTS_ENV, gavel_throughputs_path
+from hetsched.inputs.throughputs import GAVEL_THROUGHPUTS_ENV, gavel_throughputs_path
 
 TABLE = {"v100": {"('A (batch size 8)', 1)": {"null": 4.0}}, "k80": {"('A (batch size 8)', 1)": {"null": 1.0}}}
 

@@ -20,7 +20,7 @@ import pytest
 import hetsched as hs
 from hetsched.errors import ValidationError
 from hetsched.executors import RayExecutor
-from hetsched.partition import Partitioned
+from hetsched.solvers.partition import Partitioned
 from hetsched.sim.sweep import TIMING_COLUMNS
 
 from checker import check_allocation
@@ -132,7 +132,7 @@ def test_ray_executor_rules(ray_executor):
 # ------------------------------------------------------------------ the main-module guard
 UNGUARDED_POP = """
 import hetsched as hs
-from hetsched.partition import Partitioned
+from hetsched.solvers.partition import Partitioned
 jobs = hs.random_jobs(40, ["v100", "k80"], seed=0)
 res = hs.solve(Partitioned("max_min_fairness", k=2, seed=0), jobs, hs.Cluster({"v100": 6, "k80": 6}))
 print("STATUS", res.status)

@@ -13,12 +13,12 @@ import pytest
 import scipy.sparse as sp
 
 import hetsched as hs
-from hetsched.certificate import DEFAULT_TOL
-from hetsched.engine import SolveContext
+from hetsched.solvers.certificate import DEFAULT_TOL
+from hetsched.solvers.context import SolveContext
 from hetsched.errors import SolverError
 from hetsched.formulations.base import PolicyOutcome
 from hetsched.formulations.common import retry_exact
-from hetsched.program import LinearProgram
+from hetsched.solvers.program import LinearProgram
 from hetsched.solvers import registry
 from hetsched.solvers.base import Backend, SolverOutput
 from hetsched.solvers.fallback import FEASIBILITY_TOL, fallback_reason, scaled_violation

@@ -187,7 +187,7 @@ def test_cluster_keeps_resources() -> None:
     assert d.resource_vector("cpus", ["v100"]).tolist() == [128.0]
 
 
-@pytest.mark.parametrize("module", ['hetsched.formulations.resources', 'hetsched.cluster'])
+@pytest.mark.parametrize("module", ['hetsched.formulations.resources', 'hetsched.inputs.cluster'])
 def test_doctests(module: str) -> None:
     import doctest
     import importlib

@@ -13,9 +13,9 @@ import pytest
 
 import hetsched as hs
 from hetsched.errors import ValidationError
-from hetsched.formulations.packing import Packing
+from hetsched.formulations.spaces.packing import Packing
 from hetsched.online import OnlineScheduler, simulate_online
-from hetsched.throughputs import generate_catalogue
+from hetsched.inputs.throughputs import generate_catalogue
 
 
 def _packed(**kw) -> OnlineScheduler:

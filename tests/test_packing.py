@@ -10,8 +10,8 @@ import pandas as pd
 import pytest
 
 import hetsched as hs
-from hetsched.formulations.packing import DEFAULT_PAIR_THRESHOLD, Packing
-from hetsched.throughputs import PairThroughputs
+from hetsched.formulations.spaces.packing import DEFAULT_PAIR_THRESHOLD, Packing
+from hetsched.inputs.throughputs import PairThroughputs
 
 P = hs.policies
 POLICIES = [P.MaxMinFairness, P.MaxSumThroughput, P.MinMakespan, P.FinishTimeFairness]
@@ -367,5 +367,5 @@ def test_bad_packing_objects() -> None:
     with pytest.raises(hs.ValidationError, match="no pair table"):
         Packing.from_catalogue(hs.generate_catalogue(n_job_types=2, seed=0), [0], ["a"])
     jobs = hs.JobSet([[1.0]], gpu_types=["v100"])
-    with pytest.raises(hs.ValidationError, match="must be a hetsched.formulations.packing.Packing"):
+    with pytest.raises(hs.ValidationError, match="must be a hetsched.formulations.spaces.packing.Packing"):
         hs.solve(P.MaxMinFairness(packing={"a": 1}), jobs, hs.Cluster({"v100": 1}))

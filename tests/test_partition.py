@@ -10,7 +10,7 @@ import pytest
 import hetsched as hs
 from checker import assert_feasible
 from hetsched.errors import MissingFieldError, SolverError, ValidationError
-from hetsched.partition import Partitioned, split_cluster, split_jobs
+from hetsched.solvers.partition import Partitioned, split_cluster, split_jobs
 
 
 def problem(n=120, m=3, seed=0, counts=None):

@@ -20,7 +20,7 @@ from hetsched.placement import (
 )
 from hetsched.placement.readback import read_back
 from hetsched.placement.solvers import FlowSolution
-from hetsched.topology import Server, Topology
+from hetsched.inputs.topology import Server, Topology
 
 REASONS = {"too_large", "no_rack", "no_capacity", "rolled_back"}
 

@@ -7,8 +7,8 @@ import pandas as pd
 import pytest
 
 import hetsched as hs
-from hetsched.formulations.packing import Packing
-from hetsched.formulations.placement_sensitivity import PlacementSensitivity
+from hetsched.formulations.spaces.packing import Packing
+from hetsched.formulations.spaces.placement_sensitivity import PlacementSensitivity
 
 P = hs.policies
 POLICIES = [P.MaxMinFairness, P.MaxSumThroughput, P.MinMakespan, P.FinishTimeFairness]

@@ -14,7 +14,7 @@ import hetsched as hs
 from hetsched import policies as P
 from hetsched.errors import ValidationError
 from hetsched.formulations.min_makespan import RATE_SPREAD_MAX
-from hetsched.jobs import STEPS_MAX, THROUGHPUT_RANGE, TIME_MAX, WEIGHT_RANGE
+from hetsched.inputs.jobs import STEPS_MAX, THROUGHPUT_RANGE, TIME_MAX, WEIGHT_RANGE
 
 SPACE = [P.MaxMinFairness, P.MinMakespan, P.FinishTimeFairness, P.MaxSumThroughput]
 BOOLS = [

@@ -14,8 +14,8 @@ from hypothesis import strategies as st
 import hetsched as hs
 from sim_checker import check_simulation
 from hetsched.errors import SchedulerError, ValidationError
-from hetsched.formulations.packing import Packing
-from hetsched.formulations.placement_sensitivity import PlacementSensitivity
+from hetsched.formulations.spaces.packing import Packing
+from hetsched.formulations.spaces.placement_sensitivity import PlacementSensitivity
 from hetsched.sim import PolicyScheduler, RoundRows, SimOptions, generate_workload
 
 CLUSTER = hs.Cluster({"v100": 4, "p100": 4, "k80": 4})

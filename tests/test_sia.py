@@ -1,6 +1,6 @@
 """Sia policy: configuration set, goodput bootstrap, hand-derived optima, cross-checks.
 
-Notation (see ``hetsched.formulations.sia``): a configuration c = (type k_c, n_c GPUs);
+Notation (see ``hetsched.formulations.sia.policy``): a configuration c = (type k_c, n_c GPUs);
 G[j, c] goodput, Ĝ = G / min_c G (over the job's available configurations), times
 (1 - δ_j) on every configuration other than a running job's current one;
 u = sgn(p) Ĝ^p (p != 0) or log Ĝ (p = 0); the ILP maximises
@@ -23,13 +23,13 @@ import pandas as pd
 import pytest
 
 import hetsched as hs
-from hetsched.configurations import (
+from hetsched.formulations.sia.configurations import (
     bootstrap_goodput,
     configuration_set,
     impute_type_throughputs,
     scaling_factor,
 )
-from hetsched.formulations.sia import Sia, lagrangian_bound
+from hetsched.formulations.sia.policy import Sia, lagrangian_bound
 
 REL = 1e-9
 
@@ -327,7 +327,7 @@ def test_non_monotone_table_is_allowed(caplog):
     """Goodput 1, 3, 2 on 1, 2, 4 GPUs: 4 GPUs are never better than 2 (same type, fewer
     GPUs, more goodput), so the job gets 2 even with 4 free; the table is logged, not rejected."""
     G = table({"x": [1.0, 3.0, 2.0]}, FAIR_LABELS)
-    with caplog.at_level(logging.INFO, logger="hetsched.formulations.sia"):
+    with caplog.at_level(logging.INFO, logger="hetsched.formulations.sia.policy"):
         res = hs.solve(Sia(goodput=G, fairness_power=1.0, mip_gap=0.0), jobs_for(["x"], ["a"]), hs.Cluster({"a": 4}))
     assert chosen(res) == {"x": ("a", 2)}
     assert "not monotone" in caplog.text
@@ -478,7 +478,7 @@ def test_polish_gives_a_starving_job_a_gpu():
     its best configuration that leaves room (2 GPUs; 3 is not a configuration) and gives y its
     smallest one. p = -0.5: u = -1, -0.707, -0.5 for both, so the default λ = 0.5 + 1 + 1 = 2.5
     and the objective rises from -0.5 - 2.5 = -3 to -2^-0.5 - 1 = -1.707."""
-    from hetsched.formulations.sia import polish
+    from hetsched.formulations.sia.policy import polish
 
     G = table({"x": [1.0, 2.0, 4.0], "y": [1.0, 2.0, 4.0]}, FAIR_LABELS)
     jobs, cluster = jobs_for(["x", "y"], ["a"]), hs.Cluster({"a": 4})

@@ -18,10 +18,10 @@ from hypothesis import strategies as st
 import hetsched as hs
 from checker import assert_feasible
 from hetsched.errors import ValidationError
-from hetsched.program import LinearProgram
+from hetsched.solvers.program import LinearProgram
 from hetsched.solvers import get_backend
-from hetsched.structured import StructuredOptions, recognize, solve_separable
-from hetsched.structured.problem import _parse
+from hetsched.solvers.structured import StructuredOptions, recognize, solve_separable
+from hetsched.solvers.structured.problem import _parse
 
 REL = 1e-6
 #: Force the warm start + aggregated master on instances of a few hundred jobs.

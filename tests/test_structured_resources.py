@@ -14,7 +14,7 @@ import pytest
 import hetsched as hs
 from hetsched.formulations.max_min_fairness import MaxMinFairness
 from hetsched.solvers import get_backend
-from hetsched.structured import recognize
+from hetsched.solvers.structured import recognize
 
 #: Small enough base size that a few hundred jobs go through the sampled warm start and
 #: the aggregated master; no fallback, so a structured failure cannot hide behind HiGHS.
@@ -145,7 +145,7 @@ def test_recognized_shape_and_dual_feasibility(seed):
 @pytest.mark.parametrize("floor", [None, 0.25])
 def test_fast_recognition_equals_the_generic_parse(floor):
     """The arrays the level program records (meta) and the ones parsed from its rows agree."""
-    from hetsched.structured.problem import _from_level_meta, _parse
+    from hetsched.solvers.structured.problem import _from_level_meta, _parse
 
     jobs, cluster = resource_instance(3, n=150)
     lp = MaxMinFairness(second_stage=False).formulate(jobs, cluster, floor=floor)
@@ -169,7 +169,7 @@ def test_fast_recognition_equals_the_generic_parse(floor):
 @pytest.mark.parametrize("with_rows", [False, True])
 def test_stage2_program_equals_a_fresh_build(seed, with_rows):
     """Stage 2 reuses stage 1's matrix; it must be the program level_program builds."""
-    from hetsched.aggregation import aggregate_jobs
+    from hetsched.formulations.aggregation import aggregate_jobs
     from hetsched.formulations.common import level_program, stage2_program
 
     jobs, cluster = resource_instance(seed, n=120)
@@ -199,7 +199,7 @@ def test_stage2_program_equals_a_fresh_build(seed, with_rows):
 def test_level_program_matrix_from_its_definition(seed, floor):
     """The directly assembled level program equals one written out entry by entry from its
     definition (rows [jobs | capacity | level | host], variables [X row-major | t])."""
-    from hetsched.aggregation import aggregate_jobs
+    from hetsched.formulations.aggregation import aggregate_jobs
     from hetsched.formulations.common import level_program
 
     jobs, cluster = resource_instance(seed, n=40)

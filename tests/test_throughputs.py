@@ -1,4 +1,4 @@
-"""Tests of hetsched.throughputs: the catalogue, the generator and the Gavel-format loader."""
+"""Tests of hetsched.inputs.throughputs: the catalogue, the generator and the Gavel-format loader."""
 
 from __future__ import annotations
 
@@ -13,9 +13,9 @@ import numpy as np
 import pandas as pd
 import pytest
 
-import hetsched.throughputs as thr_mod
+import hetsched.inputs.throughputs as thr_mod
 from hetsched.errors import ValidationError
-from hetsched.throughputs import (
+from hetsched.inputs.throughputs import (
     DEFAULT_SPEEDUPS,
     PairThroughputs,
     ThroughputCatalogue,
@@ -249,7 +249,7 @@ def _write(tmp_path: Path, obj: object, name: str = "t.json") -> Path:
 
 class TestLoader:
     def test_fixture_exact(self, tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
-        with caplog.at_level(logging.INFO, logger="hetsched.throughputs"):
+        with caplog.at_level(logging.INFO, logger="hetsched.inputs.throughputs"):
             cat = load_gavel_throughputs(_write(tmp_path, _fixture()))
         assert cat.gpu_types == ("v100", "k80")
         assert [cat.key(r) for r in range(len(cat))] == [("A (batch size 8)", 1), ("A (batch size 8)", 2), ("B", 1)]
@@ -319,7 +319,7 @@ class TestLoader:
         obj = _fixture()
         obj["v100"][B1][A1] = [1.0, 7.0]  # mirror of A1's [6.0, 1.5] would be [1.5, 6.0]
         p = _write(tmp_path, obj)
-        with caplog.at_level(logging.WARNING, logger="hetsched.throughputs"):
+        with caplog.at_level(logging.WARNING, logger="hetsched.inputs.throughputs"):
             cat = load_gavel_throughputs(p)
         assert cat.pairs.lookup(0, 2)[0].tolist() == [6.0, 1.5]  # lower row wins
         assert any("disagree" in r.getMessage() for r in caplog.records)

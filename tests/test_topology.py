@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from hetsched import Cluster, ValidationError
-from hetsched.topology import Server, Topology
+from hetsched.inputs.topology import Server, Topology
 
 
 def test_from_counts_cuts_servers_and_racks():

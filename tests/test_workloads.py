@@ -1,4 +1,4 @@
-"""Tests of hetsched.workloads: job mixes sampled from catalogues, random jobs, arrivals."""
+"""Tests of hetsched.inputs.workloads: job mixes sampled from catalogues, random jobs, arrivals."""
 
 from __future__ import annotations
 
@@ -9,11 +9,11 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-import hetsched.workloads as wl_mod
+import hetsched.inputs.workloads as wl_mod
 from hetsched.errors import ValidationError
-from hetsched.jobs import JobSet
-from hetsched.throughputs import ThroughputCatalogue, generate_catalogue, load_gavel_throughputs
-from hetsched.workloads import (
+from hetsched.inputs.jobs import JobSet
+from hetsched.inputs.throughputs import ThroughputCatalogue, generate_catalogue, load_gavel_throughputs
+from hetsched.inputs.workloads import (
     DEFAULT_SCALE_FACTOR_PROBS,
     Workload,
     poisson_arrivals,

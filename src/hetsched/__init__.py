@@ -13,7 +13,6 @@ import logging
 
 from . import mechanism, policies, schedulers, sim
 from .api import solve, validate_problem
-from .cluster import Cluster
 from .errors import (
     CapabilityError,
     DataNotFoundError,
@@ -27,13 +26,21 @@ from .errors import (
     ValidationError,
 )
 from .formulations.base import Policy, list_policies
-from .jobs import JobSet
-from .program import LinearProgram
-from .result import Allocation
+from .inputs.cluster import Cluster
+from .inputs.jobs import JobSet
+from .inputs.throughputs import (
+    PairThroughputs,
+    ThroughputCatalogue,
+    gavel_throughputs,
+    generate_catalogue,
+    load_gavel_throughputs,
+)
+from .inputs.topology import Server, Topology
+from .inputs.workloads import Workload, poisson_arrivals, random_jobs, sample_jobs
 from .mechanism import RoundPlan, ShareHistory, carve_shares, plan_round
-from .partition import Partitioned
 from .online import OnlineScheduler
 from .placement import Placement, PlacementCosts, place, place_plan
+from .result import Allocation
 from .schedulers import ServiceDistribution, Tiresias, TiresiasState
 from .sim import (
     PolicyScheduler,
@@ -49,15 +56,8 @@ from .sim import (
     sweep,
 )
 from .solvers import available_solvers
-from .topology import Server, Topology
-from .throughputs import (
-    PairThroughputs,
-    ThroughputCatalogue,
-    gavel_throughputs,
-    generate_catalogue,
-    load_gavel_throughputs,
-)
-from .workloads import Workload, poisson_arrivals, random_jobs, sample_jobs
+from .solvers.partition import Partitioned
+from .solvers.program import LinearProgram
 
 logging.getLogger(__name__).addHandler(logging.NullHandler())
 
@@ -124,3 +124,60 @@ __all__ = [
     "validate_problem",
     "__version__",
 ]
+
+# ------------------------------------------------------------------ moved modules (one release)
+#: Modules that moved when the package was laid out along the data flow (docs/architecture.md):
+#: the old import paths still work for one release and warn (DeprecationWarning) on use.
+MOVED_MODULES = {
+    "hetsched.jobs": "hetsched.inputs.jobs",
+    "hetsched.cluster": "hetsched.inputs.cluster",
+    "hetsched.topology": "hetsched.inputs.topology",
+    "hetsched.throughputs": "hetsched.inputs.throughputs",
+    "hetsched.workloads": "hetsched.inputs.workloads",
+    "hetsched.configurations": "hetsched.formulations.sia.configurations",
+    "hetsched.formulations.space": "hetsched.formulations.spaces.space",
+    "hetsched.formulations.packing": "hetsched.formulations.spaces.packing",
+    "hetsched.formulations.placement_sensitivity": "hetsched.formulations.spaces.placement_sensitivity",
+    "hetsched.formulations.variable_kinds": "hetsched.formulations.spaces.kinds",
+    "hetsched.aggregation": "hetsched.formulations.aggregation",
+    "hetsched.program": "hetsched.solvers.program",
+    "hetsched.engine": "hetsched.solvers.context",
+    "hetsched.partition": "hetsched.solvers.partition",
+    "hetsched.certificate": "hetsched.solvers.certificate",
+    "hetsched.structured": "hetsched.solvers.structured",
+    **{f"hetsched.structured.{m}": f"hetsched.solvers.structured.{m}"
+       for m in ("backend", "floor", "level", "master", "options", "pricing", "problem", "solver")},
+}
+
+
+def _install_moved_modules() -> None:
+    """Register a forwarding module under each old name (``sys.modules`` and the parent's
+    attribute), so ``import hetsched.jobs`` and ``from hetsched.structured import X`` keep
+    working; reading a name from one warns once per call site."""
+    import importlib
+    import sys
+    import types
+    import warnings
+
+    class _Moved(types.ModuleType):
+        def __getattr__(self, name: str):
+            new = self.__dict__["_moved_to"]
+            if name.startswith("__"):
+                raise AttributeError(name)
+            if name.startswith("_"):  # private names (and tools probing for markers) forward silently
+                return getattr(importlib.import_module(new), name)
+            warnings.warn(f"module {self.__name__!r} moved to {new!r}; import from there (the old path will be "
+                          "removed in the next release).", DeprecationWarning, stacklevel=2)
+            return getattr(importlib.import_module(new), name)
+
+    for old, new in MOVED_MODULES.items():
+        mod = _Moved(old, f"Moved to {new}.")
+        mod.__dict__["_moved_to"] = new
+        sys.modules.setdefault(old, mod)
+        parent, _, child = old.rpartition(".")
+        parent_mod = sys.modules.get(parent)
+        if parent_mod is not None and child not in vars(parent_mod):
+            setattr(parent_mod, child, sys.modules[old])
+
+
+_install_moved_modules()

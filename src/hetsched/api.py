@@ -9,15 +9,15 @@ from typing import Any
 
 import numpy as np
 
-from .aggregation import aggregate_jobs
-from .certificate import FAILED_STATUS, certify
-from .cluster import Cluster
-from .engine import SolveContext
 from .errors import MissingFieldError, ValidationError, show
+from .formulations.aggregation import aggregate_jobs
 from .formulations.base import Policy, make_policy
-from .jobs import RESOURCE_FIELDS, JobSet
+from .inputs.cluster import Cluster
+from .inputs.jobs import RESOURCE_FIELDS, JobSet
 from .result import Allocation
 from .solvers.base import SUCCESS_STATUSES
+from .solvers.certificate import FAILED_STATUS, certify
+from .solvers.context import SolveContext
 from .validation import check_bool
 
 __all__ = ["solve", "validate_problem"]
@@ -136,7 +136,7 @@ def solve(
         ``{"solver": "SCS", ...}`` for "cvxpy"; ``{"msg": True}`` for "pulp").
     aggregate : bool, default True
         Merge identical jobs into classes before formulating (exact; see
-        :mod:`hetsched.aggregation`).
+        :mod:`hetsched.formulations.aggregation`).
 
     Returns
     -------
@@ -152,7 +152,7 @@ def solve(
 
     Notes
     -----
-    Every result carries ``certificate`` (:mod:`hetsched.certificate`): X re-checked against
+    Every result carries ``certificate`` (:mod:`hetsched.solvers.certificate`): X re-checked against
     each constraint family and the objective recomputed, with code independent of the
     formulations. When it fails, ``status`` is "failed_certificate", ``success`` False, the
     message says why and ``extra["solver_status"]`` keeps the solver's status.

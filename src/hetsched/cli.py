@@ -41,9 +41,14 @@ from typing import Any, TextIO
 
 import numpy as np
 
-from .cluster import Cluster
 from .errors import HetschedError, ValidationError
-from .throughputs import DEFAULT_SPEEDUPS, ThroughputCatalogue, generate_catalogue, load_gavel_throughputs
+from .inputs.cluster import Cluster
+from .inputs.throughputs import (
+    DEFAULT_SPEEDUPS,
+    ThroughputCatalogue,
+    generate_catalogue,
+    load_gavel_throughputs,
+)
 from .validation import check_int
 
 __all__ = ["DEMO_PRICES", "main"]
@@ -239,8 +244,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     args.command_line = [sys.executable, "-m", "hetsched", *(sys.argv[1:] if argv is None else [str(a) for a in argv])]
     out = sys.stdout
     if args.command == "policies":
-        from .formulations.base import list_policies
         from . import policies as _policies  # noqa: F401  (registers every policy)
+        from .formulations.base import list_policies
 
         for name in list_policies():
             print(name, file=out)
@@ -493,6 +498,7 @@ def _demo_schedulers() -> dict[str, Any]:
 
 def _demo(args: argparse.Namespace, out: TextIO) -> int:
     import hetsched as hs
+
     from .sim import generate_workload, simulate
 
     check_int(args.jobs, "--jobs", low=1)

@@ -21,9 +21,9 @@ from .formulations.base import (  # noqa: F401  (re-exported, see __all__)
     register_policy,
     registered_policies,
 )
-from .formulations.packing import Packing  # noqa: F401
-from .formulations.placement_sensitivity import PlacementSensitivity  # noqa: F401
-from .partition import Partitioned  # noqa: F401
+from .formulations.spaces.packing import Packing  # noqa: F401
+from .formulations.spaces.placement_sensitivity import PlacementSensitivity  # noqa: F401
+from .solvers.partition import Partitioned  # noqa: F401
 
 _CLASSES: dict[str, type[Policy]] = {cls.__name__: cls for cls in registered_policies().values()}
 globals().update(_CLASSES)

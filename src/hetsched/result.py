@@ -8,7 +8,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from .certificate import Certificate
+from .solvers.certificate import Certificate
 
 __all__ = ["Allocation"]
 
@@ -52,7 +52,7 @@ class Allocation:
         Policy-specific information (e.g. ``infeasible_jobs``, ``mip_gap``, ``stage1_level``).
     certificate : Certificate or None
         Independent re-check of ``X`` (constraint violations per family, recomputed objective;
-        see :mod:`hetsched.certificate`). Set by :func:`hetsched.solve`.
+        see :mod:`hetsched.solvers.certificate`). Set by :func:`hetsched.solve`.
     """
 
     policy: str

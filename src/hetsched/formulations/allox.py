@@ -72,10 +72,10 @@ from typing import Any
 
 import numpy as np
 
-from ..cluster import Cluster
-from ..engine import SolveContext
 from ..errors import SolverError, ValidationError
-from ..jobs import RESOURCE_FIELDS, JobSet
+from ..inputs.cluster import Cluster
+from ..inputs.jobs import RESOURCE_FIELDS, JobSet
+from ..solvers.context import SolveContext
 from ..validation import check_real
 from .base import Policy, PolicyOutcome, register_policy
 

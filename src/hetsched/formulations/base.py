@@ -8,12 +8,12 @@ from typing import Any, ClassVar
 
 import numpy as np
 
-from ..cluster import Cluster
-from ..engine import SolveContext
 from ..errors import UnknownPolicyError, ValidationError
-from ..jobs import JobSet
-from ..program import LinearProgram
+from ..inputs.cluster import Cluster
+from ..inputs.jobs import JobSet
 from ..solvers.base import SolverOutput
+from ..solvers.context import SolveContext
+from ..solvers.program import LinearProgram
 
 __all__ = ["Policy", "PolicyOutcome", "register_policy", "list_policies", "make_policy", "policy_parameters",
            "registered_policies"]
@@ -64,7 +64,7 @@ class Policy:
         Capability: the outcome's ``extra["allocation_rows"]`` lists the rows that run (pairs,
         unconsolidated gangs), which the round loop schedules instead of X. False here; a
         policy over a packed / placement-sensitive space says True (see
-        :class:`~hetsched.formulations.space.SpaceOptions`).
+        :class:`~hetsched.formulations.spaces.space.SpaceOptions`).
     """
 
     name: ClassVar[str] = ""

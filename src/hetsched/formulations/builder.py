@@ -7,7 +7,7 @@ from typing import Any
 import numpy as np
 import scipy.sparse as sp
 
-from ..program import LinearProgram
+from ..solvers.program import LinearProgram
 
 __all__ = ["ProgramBuilder", "AllocationVars"]
 

@@ -22,8 +22,8 @@ import dataclasses
 import numpy as np
 import scipy.sparse as sp
 
-from ..jobs import JobSet
-from ..program import LinearProgram
+from ..inputs.jobs import JobSet
+from ..solvers.program import LinearProgram
 from .builder import AllocationVars, ProgramBuilder
 from .level_matrix import level_rows_csr
 from .resources import add_resource_rows
@@ -122,10 +122,10 @@ def level_program(
     unit of capacity some job can still use. Variables exist where ``a > 0``.
     ``meta["t"]`` is the index of t.
 
-    With a ``space`` (:class:`~hetsched.formulations.space.AllocationSpace`: pair and/or
+    With a ``space`` (:class:`~hetsched.formulations.spaces.space.AllocationSpace`: pair and/or
     unconsolidated rows) the variables are the space's and each member's coefficient is
     ``a`` times its relative speed; the result is a
-    :class:`~hetsched.formulations.space.SpaceProgram` (``meta["level_rows"]``: first level row).
+    :class:`~hetsched.formulations.spaces.space.SpaceProgram` (``meta["level_rows"]``: first level row).
     """
     if space is None:
         return _level_program_direct(jobs, capacities, a, floor=floor, name=name, meta=meta, cluster=cluster)
@@ -155,7 +155,7 @@ def level_program(
     stage = "stage1" if floor is None else "stage2"
     lp = b.build(sense="max", x_index=X.x_index, name=f"{name}:{stage}", meta={
         "t": t,
-        # read by hetsched.structured (solver="structured"); rows are [jobs | capacity | level]
+        # read by hetsched.solvers.structured (solver="structured"); rows are [jobs | capacity | level]
         "structure": {"kind": "level", "a": a, "load": (jobs.multiplicity * jobs.scale_factors).astype(float),
                       "capacities": capacities, "floor": floor, "rows": (0, n, n + capacities.shape[0]),
                       "resources": resources},
@@ -190,7 +190,7 @@ def _level_program_direct(jobs: JobSet, capacities: np.ndarray, a: np.ndarray, *
     return LinearProgram(c=c, A=A, row_lb=row_lb, row_ub=row_ub, col_lb=col_lb, col_ub=col_ub, x_index=X.x_index,
                          sense="max", name=f"{name}:{stage}", meta={
                              "t": t,
-                             # read by hetsched.structured (solver="structured")
+                             # read by hetsched.solvers.structured (solver="structured")
                              "structure": {"kind": "level", "a": a, "load": load, "capacities": capacities,
                                            "floor": floor, "rows": (0, n, n + m), "resources": resources},
                              **(meta or {}),
@@ -257,7 +257,7 @@ def solve_levels(policy, jobs: JobSet, cluster, ctx, a: np.ndarray, *, second_st
                  space=None, **extra):
     """Stage 1 of :func:`level_program` and, when asked, stage 2 at the level found.
 
-    ``space``: an optional :class:`~hetsched.formulations.space.AllocationSpace` for both stages.
+    ``space``: an optional :class:`~hetsched.formulations.spaces.space.AllocationSpace` for both stages.
 
     Returns ``(outcome, level)``; ``level`` is NaN when stage 1 failed. When stage 2 fails
     the stage-1 allocation is returned and the message says so.

@@ -23,9 +23,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..cluster import Cluster
-from ..engine import SolveContext
-from ..jobs import JobSet
+from ..inputs.cluster import Cluster
+from ..inputs.jobs import JobSet
+from ..solvers.context import SolveContext
 from ..validation import check_bool
 from .base import Policy, PolicyOutcome, register_policy
 

@@ -52,10 +52,10 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..cluster import Cluster
-from ..engine import SolveContext
-from ..jobs import JobSet
-from ..program import LinearProgram
+from ..inputs.cluster import Cluster
+from ..inputs.jobs import JobSet
+from ..solvers.context import SolveContext
+from ..solvers.program import LinearProgram
 from ..validation import check_bool, check_int, check_real
 from .base import Policy, PolicyOutcome, register_policy
 from .common import (
@@ -64,7 +64,7 @@ from .common import (
     level_program,
     usable_mask,
 )
-from .space import AllocationSpace, SpaceOptions
+from .spaces.space import AllocationSpace, SpaceOptions
 
 __all__ = ["FinishTimeFairness"]
 
@@ -87,7 +87,7 @@ class FinishTimeFairness(SpaceOptions, Policy):
         can use is not left idle.
     packing, placement_sensitivity : optional
         Space sharing and consolidated / unconsolidated rows; see
-        :mod:`hetsched.formulations.space`. :math:`D_j` stays the isolated (unshared,
+        :mod:`hetsched.formulations.spaces.space`. :math:`D_j` stays the isolated (unshared,
         consolidated) reference.
     """
 

@@ -74,10 +74,10 @@ from typing import Any
 
 import numpy as np
 
-from ..cluster import Cluster
-from ..engine import SolveContext
-from ..jobs import JobSet
-from ..program import LinearProgram
+from ..inputs.cluster import Cluster
+from ..inputs.jobs import JobSet
+from ..solvers.context import SolveContext
+from ..solvers.program import LinearProgram
 from ..validation import check_bool
 from .base import Policy, PolicyOutcome, register_policy
 from .builder import ProgramBuilder

@@ -42,10 +42,10 @@ from typing import Any
 
 import numpy as np
 
-from ..cluster import Cluster
-from ..engine import SolveContext
 from ..errors import MissingFieldError, ValidationError, show
-from ..jobs import JobSet
+from ..inputs.cluster import Cluster
+from ..inputs.jobs import JobSet
+from ..solvers.context import SolveContext
 from ..validation import check_bool, check_real
 from .base import Policy, PolicyOutcome, register_policy
 from .builder import ProgramBuilder

@@ -41,14 +41,14 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..cluster import Cluster
-from ..engine import SolveContext
-from ..jobs import JobSet
-from ..program import LinearProgram
+from ..inputs.cluster import Cluster
+from ..inputs.jobs import JobSet
+from ..solvers.context import SolveContext
+from ..solvers.program import LinearProgram
 from ..validation import check_bool
 from .base import Policy, PolicyOutcome, register_policy
 from .common import level_program, proportional_throughput, solve_levels, usable_mask
-from .space import SpaceOptions
+from .spaces.space import SpaceOptions
 
 __all__ = ["MaxMinFairness", "normalized_share_coefficients"]
 
@@ -77,9 +77,9 @@ class MaxMinFairness(SpaceOptions, Policy):
         After finding the max-min level, maximize total normalized share at that level
         so no capacity is left idle that a job could use.
     packing, placement_sensitivity : optional
-        Space sharing (:class:`~hetsched.formulations.packing.Packing`) and consolidated /
-        unconsolidated rows (:class:`~hetsched.formulations.placement_sensitivity.PlacementSensitivity`);
-        see :mod:`hetsched.formulations.space`. A pair member's share counts its pair
+        Space sharing (:class:`~hetsched.formulations.spaces.packing.Packing`) and consolidated /
+        unconsolidated rows (:class:`~hetsched.formulations.spaces.placement_sensitivity.PlacementSensitivity`);
+        see :mod:`hetsched.formulations.spaces.space`. A pair member's share counts its pair
         throughput (agnostic variant: its relative speed).
     """
 

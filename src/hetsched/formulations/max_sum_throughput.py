@@ -38,16 +38,16 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..cluster import Cluster
-from ..engine import SolveContext
 from ..errors import MissingFieldError
-from ..jobs import JobSet
-from ..program import LinearProgram
+from ..inputs.cluster import Cluster
+from ..inputs.jobs import JobSet
+from ..solvers.context import SolveContext
+from ..solvers.program import LinearProgram
 from ..validation import check_bool
 from .base import Policy, PolicyOutcome, register_policy
 from .builder import ProgramBuilder
 from .common import add_base_rows, throughput_rows, usable_mask
-from .space import SpaceOptions
+from .spaces.space import SpaceOptions
 
 __all__ = ["MaxSumThroughput"]
 
@@ -70,7 +70,7 @@ class MaxSumThroughput(SpaceOptions, Policy):
         (which then also needs ``steps_remaining``).
     packing, placement_sensitivity : optional
         Space sharing and consolidated / unconsolidated rows; see
-        :mod:`hetsched.formulations.space` (a pair adds both members' throughputs).
+        :mod:`hetsched.formulations.spaces.space` (a pair adds both members' throughputs).
     """
 
     name = "max_sum_throughput"

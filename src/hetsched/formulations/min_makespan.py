@@ -30,15 +30,15 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..cluster import Cluster
-from ..engine import SolveContext
 from ..errors import ValidationError, show
-from ..jobs import JobSet
-from ..program import LinearProgram
+from ..inputs.cluster import Cluster
+from ..inputs.jobs import JobSet
+from ..solvers.context import SolveContext
+from ..solvers.program import LinearProgram
 from ..validation import check_bool
 from .base import Policy, PolicyOutcome, register_policy
 from .common import level_program, solve_levels, usable_mask
-from .space import SpaceOptions
+from .spaces.space import SpaceOptions
 
 __all__ = ["MinMakespan", "RATE_SPREAD_MAX"]
 
@@ -65,7 +65,7 @@ class MinMakespan(SpaceOptions, Policy):
         normalized progress :math:`\sum_j \mu_j\, thr_j(X) / (R_j \sigma)`.
     packing, placement_sensitivity : optional
         Space sharing and consolidated / unconsolidated rows; see
-        :mod:`hetsched.formulations.space`.
+        :mod:`hetsched.formulations.spaces.space`.
     """
 
     name = "min_makespan"

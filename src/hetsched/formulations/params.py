@@ -20,14 +20,14 @@ __all__ = ["check_bool", "check_choice", "check_int", "check_real", "check_space
 
 def check_space_option(value: Any, name: str) -> Any:
     """``packing`` / ``placement_sensitivity``: None, ``"workload"`` (bound by the simulator), or
-    the option object (:class:`~hetsched.formulations.packing.Packing`,
-    :class:`~hetsched.formulations.placement_sensitivity.PlacementSensitivity`)."""
+    the option object (:class:`~hetsched.formulations.spaces.packing.Packing`,
+    :class:`~hetsched.formulations.spaces.placement_sensitivity.PlacementSensitivity`)."""
     if value is None or (isinstance(value, str) and value == "workload"):
         return value
     if name == "packing":
-        from .packing import Packing as cls
+        from .spaces.packing import Packing as cls
     else:
-        from .placement_sensitivity import PlacementSensitivity as cls
+        from .spaces.placement_sensitivity import PlacementSensitivity as cls
     if not isinstance(value, cls):
         raise ValidationError(
             f"`{name}` must be a {cls.__module__}.{cls.__name__}, 'workload' (in hetsched.simulate) or None; "

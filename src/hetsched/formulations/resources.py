@@ -30,7 +30,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..errors import ValidationError
-from ..jobs import RESOURCE_FIELDS, JobSet
+from ..inputs.jobs import RESOURCE_FIELDS, JobSet
 from .builder import AllocationVars, ProgramBuilder
 
 __all__ = ["add_resource_rows", "host_fit_mask", "resource_terms", "resource_usage"]
@@ -39,7 +39,7 @@ __all__ = ["add_resource_rows", "host_fit_mask", "resource_terms", "resource_usa
 def resource_terms(jobs: JobSet, cluster) -> list[tuple[str, np.ndarray, np.ndarray]]:
     """``(field, per-GPU demand (n,), capacity per type (m,))`` for each resource the jobs state.
 
-    Empty when no job field of :data:`~hetsched.jobs.RESOURCE_FIELDS` is present.
+    Empty when no job field of :data:`~hetsched.inputs.jobs.RESOURCE_FIELDS` is present.
 
     Raises
     ------
@@ -76,7 +76,7 @@ def add_resource_rows(b: ProgramBuilder, X: AllocationVars, jobs: JobSet, cluste
     """Add the host-resource capacity rows (and zero rows for gangs that never fit).
 
     Returns what was added, for solvers that read the program's structure
-    (:mod:`hetsched.structured`): ``{"coupling": [(first row, binding types, coefficient
+    (:mod:`hetsched.solvers.structured`): ``{"coupling": [(first row, binding types, coefficient
     per job, capacities of those types), ...], "zero": [(first row, variable's job, its
     type), ...], "n_rows": rows added}``. No effect when ``jobs`` states no resource demand
     (then ``cluster`` may be None).

@@ -14,8 +14,8 @@ import numpy as np
 import pandas as pd
 
 from ..errors import ValidationError
-from ..jobs import JobSet
-from ..program import LinearProgram
+from ..inputs.jobs import JobSet
+from ..solvers.program import LinearProgram
 from ..validation import check_mapping, check_positive
 from .builder import AllocationVars, ProgramBuilder
 from .common import add_base_rows

@@ -63,10 +63,10 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..cluster import Cluster
-from ..engine import SolveContext
 from ..errors import ValidationError, show
-from ..jobs import JobSet
+from ..inputs.cluster import Cluster
+from ..inputs.jobs import JobSet
+from ..solvers.context import SolveContext
 from ..solvers.fallback import accepted_violation
 from ..solvers.registry import choose_auto
 from ..validation import check_bool, check_int, check_real
@@ -489,7 +489,7 @@ class _LevelModel:
         and 1 times ``ptol``: HiGHS' feasibility tolerance in warm mode; in rebuild mode
         :func:`~hetsched.solvers.fallback.accepted_violation` of the backend: 1e-9 for simplex
         backends such as CBC (which prints 8 digits but accepts its own violations), 1e-7 for
-        interior-point ones, beyond which :meth:`~hetsched.engine.SolveContext.run` re-solves
+        interior-point ones, beyond which :meth:`~hetsched.solvers.context.SolveContext.run` re-solves
         the program with HiGHS), which can
         lift a group's level by up to ``v`` times
         the sum of its coefficients (and ``v / W_g`` through its own row): the margin is

@@ -10,15 +10,20 @@ from typing import Any
 
 import numpy as np
 
-from ..cluster import Cluster
 from ..errors import ValidationError
-from ..jobs import JobSet
+from ..inputs.cluster import Cluster
+from ..inputs.jobs import JobSet
 from ..result import Allocation
 from .history import ShareHistory, check_round_seconds
 from .packing import greedy_pack, greedy_pack_blocking, greedy_pack_members
 from .plan import MODES, RULES, RoundPlan
 from .priority import priority_order
-from .validation import as_id_array, check_allocation_arrays, check_nonneg_float, check_option
+from .validation import (
+    as_id_array,
+    check_allocation_arrays,
+    check_nonneg_float,
+    check_option,
+)
 
 __all__ = ["plan_round", "plan_round_arrays", "DEFAULT_ROUND_SECONDS"]
 

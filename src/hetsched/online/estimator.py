@@ -46,8 +46,8 @@ import numpy as np
 import pandas as pd
 
 from ..errors import ValidationError
-from ..jobs import THROUGHPUT_RANGE
-from ..throughputs import ThroughputCatalogue
+from ..inputs.jobs import THROUGHPUT_RANGE
+from ..inputs.throughputs import ThroughputCatalogue
 
 __all__ = ["COMPLETIONS", "ThroughputEstimator", "holdout_errors"]
 
@@ -226,7 +226,7 @@ class ThroughputEstimator:
         -------
         ndarray, shape (n, m)
             Measured entries as given; the others estimated; positive values clipped to
-            :data:`hetsched.jobs.THROUGHPUT_RANGE`; 0 where a profile says the job cannot run.
+            :data:`hetsched.inputs.jobs.THROUGHPUT_RANGE`; 0 where a profile says the job cannot run.
         """
         obs = np.asarray(observed, dtype=float)
         n, m = obs.shape

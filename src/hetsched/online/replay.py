@@ -30,8 +30,9 @@ from typing import Any
 
 import numpy as np
 
-from ..cluster import Cluster
 from ..errors import ValidationError
+from ..inputs.cluster import Cluster
+from ..inputs.throughputs import ThroughputCatalogue
 from ..sim.ledger import Ledger
 from ..sim.options import SimOptions
 from ..sim.policy_scheduler import WORKLOAD
@@ -46,7 +47,6 @@ from ..sim.simulator import (
     as_scheduler,
     run_rounds,
 )
-from ..throughputs import ThroughputCatalogue
 from .scheduler import OnlineScheduler
 
 __all__ = ["simulate_online"]

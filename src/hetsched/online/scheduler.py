@@ -45,17 +45,17 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from ..cluster import Cluster
 from ..errors import ValidationError
 from ..formulations.common import isolated_allocation_arrays
-from ..jobs import STEPS_MAX, THROUGHPUT_RANGE, WEIGHT_RANGE
+from ..inputs.cluster import Cluster
+from ..inputs.jobs import STEPS_MAX, THROUGHPUT_RANGE, WEIGHT_RANGE
+from ..inputs.throughputs import ThroughputCatalogue
 from ..placement.result import Placement
 from ..sim.options import SimOptions
 from ..sim.placing import RoundPlacer
 from ..sim.policy_scheduler import WORKLOAD, PolicyState
 from ..sim.rounds import RoundRows, RoundView, check_rows
 from ..sim.simulator import as_scheduler, scheduler_label
-from ..throughputs import ThroughputCatalogue
 from .codec import StateEncodingError, decode, encode
 from .estimator import ThroughputEstimator
 from .sides import SPREAD, SideRates, bind_online, online_sensitivity, reference_rows

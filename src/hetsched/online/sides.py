@@ -27,10 +27,10 @@ import numpy as np
 import pandas as pd
 
 from ..formulations.base import Policy
-from ..formulations.packing import Packing
-from ..formulations.placement_sensitivity import PlacementSensitivity
+from ..formulations.spaces.packing import Packing
+from ..formulations.spaces.placement_sensitivity import PlacementSensitivity
+from ..inputs.throughputs import PairThroughputs, ThroughputCatalogue
 from ..sim.policy_scheduler import WORKLOAD, bind_workload
-from ..throughputs import PairThroughputs, ThroughputCatalogue
 
 __all__ = ["SPREAD", "SideRates", "bind_online", "online_packing", "online_sensitivity", "reference_rows"]
 

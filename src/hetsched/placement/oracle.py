@@ -28,8 +28,8 @@ import numpy as np
 import scipy.sparse as sp
 
 from ..errors import SolverError
-from ..program import LinearProgram
 from ..solvers.highs import HighsBackend
+from ..solvers.program import LinearProgram
 from .request import PlacementRequest
 
 __all__ = ["OracleResult", "oracle_placement"]

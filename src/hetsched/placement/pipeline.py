@@ -8,9 +8,9 @@ from typing import Any
 
 import numpy as np
 
-from ..cluster import Cluster
 from ..errors import ValidationError
-from ..topology import Topology
+from ..inputs.cluster import Cluster
+from ..inputs.topology import Topology
 from .costs import PlacementCosts
 from .network import build_network
 from .readback import read_back

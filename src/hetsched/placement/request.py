@@ -15,7 +15,7 @@ import numpy as np
 import pandas as pd
 
 from ..errors import ValidationError
-from ..topology import Topology
+from ..inputs.topology import Topology
 
 __all__ = ["PlacementRequest", "make_request"]
 

@@ -8,7 +8,7 @@ from typing import Any
 import numpy as np
 
 from ..errors import ValidationError
-from ..topology import Topology
+from ..inputs.topology import Topology
 
 __all__ = ["Placement"]
 

@@ -17,12 +17,12 @@ from typing import Any
 import pandas as pd
 
 from ..errors import DataNotFoundError, ValidationError
-from ..sim.bench import GAVEL_CLUSTER, gavel_catalogue
-from ..throughputs import (
+from ..inputs.throughputs import (
     ThroughputCatalogue,
     gavel_throughputs_path,
     generate_catalogue,
 )
+from ..sim.bench import GAVEL_CLUSTER, gavel_catalogue
 from ..validation import check_bool, check_int
 
 __all__ = ["Experiment", "ExperimentResult", "Settings", "find_gavel_table", "throughput_table"]
@@ -31,7 +31,7 @@ log = logging.getLogger(__name__)
 
 
 def find_gavel_table(path: str | Path | None = None) -> Path | None:
-    """Gavel's ``simulation_throughputs.json`` as :func:`hetsched.throughputs.gavel_throughputs_path`
+    """Gavel's ``simulation_throughputs.json`` as :func:`hetsched.inputs.throughputs.gavel_throughputs_path`
     finds it (``path``, then ``$HETSCHED_GAVEL_THROUGHPUTS``, then ``../shared/data/gavel/``
     beside a source checkout), or None when it is nowhere.
 

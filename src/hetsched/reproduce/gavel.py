@@ -21,11 +21,11 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from ..cluster import Cluster
+from ..inputs.cluster import Cluster
+from ..inputs.throughputs import ThroughputCatalogue
 from ..policies import MaxMinFairness
 from ..sim.bench import GAVEL_CLUSTER, MIXES
 from ..sim.sweep import sweep
-from ..throughputs import ThroughputCatalogue
 from .base import ExperimentResult, Settings, published_table
 
 __all__ = ["FIG8", "FIG9", "LAS_POLICIES", "LasSetup", "las_runs", "las_summary", "run_fig8", "run_fig9"]

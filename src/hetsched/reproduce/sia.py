@@ -18,7 +18,7 @@ import time
 
 import pandas as pd
 
-from ..cluster import Cluster
+from ..inputs.cluster import Cluster
 from ..policies import MaxMinFairness, Sia
 from ..sim.bench import MIXES
 from ..sim.sweep import sweep

@@ -16,13 +16,13 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from ..cluster import Cluster
 from ..executors import default_workers, process_pool
+from ..inputs.cluster import Cluster
+from ..inputs.throughputs import ThroughputCatalogue
 from ..policies import FinishTimeFairness, MaxMinFairness
 from ..sim.bench import GAVEL_CLUSTER, MIXES
 from ..sim.simulator import simulate
 from ..sim.trace import generate_workload
-from ..throughputs import ThroughputCatalogue
 from .base import ExperimentResult, Settings, published_table
 
 __all__ = ["FTF_POLICIES", "ftf_run", "ftf_summary", "run_themis"]

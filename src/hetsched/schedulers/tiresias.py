@@ -70,9 +70,9 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from ..cluster import Cluster
 from ..errors import ValidationError
-from ..jobs import JobSet
+from ..inputs.cluster import Cluster
+from ..inputs.jobs import JobSet
 from ..mechanism.packing import greedy_pack, greedy_pack_blocking
 from ..mechanism.plan import RoundPlan
 from .gittins import ServiceDistribution, gittins_index

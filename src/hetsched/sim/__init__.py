@@ -25,6 +25,8 @@ from __future__ import annotations
 
 from .config import ExperimentConfig, load_config, run_config
 from .metrics import FTF_THRESHOLD, package_versions, window_mask
+from .options import SimOptions
+from .policy_scheduler import PolicyScheduler
 from .readers import (
     JOB_TABLE_COLUMNS,
     load_trace,
@@ -35,8 +37,6 @@ from .readers import (
     read_philly_trace,
     trace_from_table,
 )
-from .options import SimOptions
-from .policy_scheduler import PolicyScheduler
 from .result import SimulationResult
 from .rounds import RoundRows, RoundScheduler, RoundView
 from .simulator import as_scheduler, simulate

@@ -17,9 +17,13 @@ from typing import Any
 
 import pandas as pd
 
-from ..cluster import Cluster
+from ..inputs.cluster import Cluster
+from ..inputs.throughputs import (
+    ThroughputCatalogue,
+    generate_catalogue,
+    load_gavel_throughputs,
+)
 from ..policies import MaxMinFairness
-from ..throughputs import ThroughputCatalogue, generate_catalogue, load_gavel_throughputs
 from .simulator import simulate
 from .trace import generate_workload
 

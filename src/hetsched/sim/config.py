@@ -35,10 +35,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ..cluster import Cluster
 from ..errors import ValidationError
 from ..formulations.base import Policy, make_policy
-from ..throughputs import load_gavel_throughputs
+from ..inputs.cluster import Cluster
+from ..inputs.throughputs import load_gavel_throughputs
 from .readers import load_trace
 from .simulator import simulate
 from .sweep import expand_grid, sweep

@@ -14,10 +14,14 @@ from pathlib import Path
 
 import numpy as np
 
-from ..cluster import Cluster
 from ..errors import ValidationError
-from ..jobs import JobSet
-from ..throughputs import ThroughputCatalogue, load_gavel_throughputs, reference_column
+from ..inputs.cluster import Cluster
+from ..inputs.jobs import JobSet
+from ..inputs.throughputs import (
+    ThroughputCatalogue,
+    load_gavel_throughputs,
+    reference_column,
+)
 from .load_report import LoadReport, RowChecks
 from .trace import Trace
 from .trace_cells import Field, apply_schema, decode_text, path_arg

@@ -184,7 +184,7 @@ class SimOptions:
             raise ValidationError("`learn_throughputs=True` needs `mechanism='rounds'` (an online scheduler runs "
                                   "whole GPUs per round).")
         if self.throughput_reference is not None:
-            from ..throughputs import ThroughputCatalogue
+            from ..inputs.throughputs import ThroughputCatalogue
 
             if not isinstance(self.throughput_reference, ThroughputCatalogue):
                 raise ValidationError(f"`throughput_reference` must be a hetsched.ThroughputCatalogue or None; got "

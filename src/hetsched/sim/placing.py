@@ -17,7 +17,7 @@ from typing import Any
 
 import numpy as np
 
-from ..cluster import Cluster
+from ..inputs.cluster import Cluster
 from ..placement import place
 from .rounds import RoundRows
 

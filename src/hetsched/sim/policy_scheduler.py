@@ -370,11 +370,13 @@ def bind_workload(policy: Policy, context: Mapping[str, Any]) -> Policy:
                     "workload, or a Trace with `catalogue` and `catalogue_rows`); this workload has none.")
             nums = np.arange(len(rows), dtype=np.int64)
             if name == "packing":
-                from ..formulations.packing import Packing
+                from ..formulations.spaces.packing import Packing
 
                 changes[name] = Packing.from_catalogue(cat, np.asarray(rows, dtype=np.int64), nums)
             else:
-                from ..formulations.placement_sensitivity import PlacementSensitivity
+                from ..formulations.spaces.placement_sensitivity import (
+                    PlacementSensitivity,
+                )
 
                 changes[name] = PlacementSensitivity.from_catalogue(cat, np.asarray(rows, dtype=np.int64), nums)
         elif value is not None and ids is not None:
@@ -392,8 +394,8 @@ def _numbers(index: pd.Index, ids: np.ndarray) -> pd.Index:
 
 
 def _rekeyed(option: Any, ids: np.ndarray) -> Any:
-    from ..formulations.packing import Packing
-    from ..formulations.placement_sensitivity import PlacementSensitivity
+    from ..formulations.spaces.packing import Packing
+    from ..formulations.spaces.placement_sensitivity import PlacementSensitivity
 
     if isinstance(option, Packing):
         nums = _numbers(option.keys.index, ids)

@@ -47,10 +47,10 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from ..cluster import Cluster
 from ..errors import ValidationError
-from ..jobs import JobSet
-from ..throughputs import ThroughputCatalogue, load_gavel_throughputs
+from ..inputs.cluster import Cluster
+from ..inputs.jobs import JobSet
+from ..inputs.throughputs import ThroughputCatalogue, load_gavel_throughputs
 from ..validation import check_choice
 from .gavel_trace import read_gavel_cluster_specs, read_gavel_trace, reference_column
 from .load_report import LoadReport, RowChecks
@@ -807,7 +807,7 @@ def load_trace(
         return read_gavel_trace(p, throughputs, cluster=cluster, errors=errors,
                                 reference_gpu_type=table_opts.get("reference_gpu_type"), **options)
     if throughputs is None:
-        from ..throughputs import generate_catalogue
+        from ..inputs.throughputs import generate_catalogue
 
         cat = generate_catalogue(seed=seed)
     elif isinstance(throughputs, ThroughputCatalogue):

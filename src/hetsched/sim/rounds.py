@@ -37,9 +37,9 @@ from typing import Any, Protocol, runtime_checkable
 
 import numpy as np
 
-from ..cluster import Cluster
 from ..errors import SchedulerError
-from ..jobs import JobSet
+from ..inputs.cluster import Cluster
+from ..inputs.jobs import JobSet
 
 __all__ = ["RoundView", "RoundRows", "RoundScheduler", "check_rows", "NO_SLO"]
 

@@ -37,11 +37,11 @@ from typing import Any
 import numpy as np
 
 from ..api import validate_problem
-from ..cluster import Cluster
 from ..errors import ValidationError, show
 from ..formulations.base import Policy
 from ..formulations.common import isolated_allocation_arrays
-from ..jobs import JobSet
+from ..inputs.cluster import Cluster
+from ..inputs.jobs import JobSet
 from .ledger import Ledger
 from .metrics import package_versions, summarize, window_mask
 from .options import SimOptions

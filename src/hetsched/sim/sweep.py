@@ -20,10 +20,10 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from ..cluster import Cluster
 from ..errors import HetschedError, ValidationError
 from ..executors import broken_pool_hint, process_pool
 from ..formulations.base import make_policy
+from ..inputs.cluster import Cluster
 from ..validation import check_int, check_mapping, fail
 from .options import SimOptions
 from .simulator import scheduler_label, simulate

@@ -24,10 +24,10 @@ import numpy as np
 import pandas as pd
 
 from ..errors import ValidationError, show
-from ..jobs import JobSet
-from ..throughputs import ThroughputCatalogue, generate_catalogue
+from ..inputs.jobs import JobSet
+from ..inputs.throughputs import ThroughputCatalogue, generate_catalogue
+from ..inputs.workloads import Workload, sample_jobs
 from ..validation import check_matrix
-from ..workloads import Workload, sample_jobs
 
 __all__ = ["Trace", "as_trace", "generate_workload"]
 
@@ -205,7 +205,7 @@ def as_trace(workload: Any, *, catalogue: ThroughputCatalogue | None = None) -> 
 
     Parameters
     ----------
-    workload : Trace, JobSet or hetsched.workloads.Workload
+    workload : Trace, JobSet or hetsched.inputs.workloads.Workload
         A JobSet needs ``steps_remaining`` (total steps); ``arrival_times`` default to 0.
         A Workload takes its unconsolidated throughputs from ``catalogue`` when given.
     catalogue : ThroughputCatalogue, optional
@@ -232,7 +232,7 @@ def as_trace(workload: Any, *, catalogue: ThroughputCatalogue | None = None) -> 
         return Trace(workload.jobs, unconsolidated=U, job_types=workload.job_types, source="workload",
                      catalogue=catalogue, catalogue_rows=None if catalogue is None else workload.rows)
     raise ValidationError(
-        f"`workload` must be a hetsched.sim.Trace, a JobSet or a hetsched.workloads.Workload; "
+        f"`workload` must be a hetsched.sim.Trace, a JobSet or a hetsched.inputs.workloads.Workload; "
         f"got {type(workload).__name__}."
     )
 

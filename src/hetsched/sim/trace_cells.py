@@ -23,8 +23,8 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from ..cluster import Cluster
 from ..errors import ValidationError
+from ..inputs.cluster import Cluster
 from ..validation import check_bool
 from .load_report import LoadReport, RowChecks
 

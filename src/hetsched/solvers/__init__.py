@@ -4,7 +4,6 @@ Each backend registers itself where it is defined (``@register_backend``); the i
 make the built-in ones known. None of them imports its solver package at import time.
 """
 
-from ..structured import backend as _structured_backend  # noqa: F401  (registers solver="structured")
 from . import clarabel_backend, cvxpy_backend, highs, pulp_backend  # noqa: F401  (register themselves)
 from .base import STATUSES, SUCCESS_STATUSES, Backend, Capabilities, SolverOutput
 from .registry import (
@@ -15,6 +14,7 @@ from .registry import (
     register_backend,
     registered_solvers,
 )
+from .structured import backend as _structured_backend  # noqa: F401  (registers solver="structured")
 
 __all__ = [
     "Backend",

@@ -11,7 +11,7 @@ from typing import Any, ClassVar
 import numpy as np
 
 from ..errors import ValidationError
-from ..program import LinearProgram
+from .program import LinearProgram
 
 __all__ = ["Backend", "Capabilities", "SolverOutput", "STATUSES", "SUCCESS_STATUSES", "map_status",
            "empty_row_conflict", "decided_without_solver"]
@@ -132,7 +132,7 @@ class Capabilities:
     warm_start : bool
         Keeps an LP loaded and re-solves it, changed in place, from the previous basis
         (:class:`~hetsched.solvers.highs_session.HighsSession`,
-        :meth:`hetsched.engine.SolveContext.open_session`).
+        :meth:`hetsched.solvers.context.SolveContext.open_session`).
     time_limit : bool
         Honours ``time_limit`` (returning status "time_limit").
     gap_option : str or None
@@ -144,7 +144,7 @@ class Capabilities:
         Returns interior points by default, which may miss rows by up to
         :data:`hetsched.solvers.fallback.FEASIBILITY_TOL` (simplex backends: ~1e-9).
     general : bool
-        Solves any :class:`~hetsched.program.LinearProgram` itself. False for a backend
+        Solves any :class:`~hetsched.solvers.program.LinearProgram` itself. False for a backend
         that recognizes one program shape and hands every other program to a general one
         (the structured path); a fallback must be general.
     """
@@ -171,7 +171,7 @@ _FLAGS = ("mip", "duals", "warm_start", "time_limit", "interior_point", "general
 
 
 class Backend:
-    """A solver backend: translates a :class:`~hetsched.program.LinearProgram` and solves it.
+    """A solver backend: translates a :class:`~hetsched.solvers.program.LinearProgram` and solves it.
 
     Subclasses set :attr:`name`, :attr:`module`, :attr:`capabilities`, implement
     :meth:`solve` (and :meth:`available` when importing :attr:`module` is not the test), and

@@ -6,7 +6,7 @@ Clarabel solves
 
     \\min_x\\ \\tfrac12 x^\\top P x + q^\\top x \\quad\\text{s.t.}\\quad A x + s = b,\\ s \\in K
 
-with :math:`K` a product of cones. A :class:`~hetsched.program.LinearProgram` is stacked as
+with :math:`K` a product of cones. A :class:`~hetsched.solvers.program.LinearProgram` is stacked as
 (``P = 0``, ``q = c`` for "min" and ``q = -c`` for "max")::
 
     zero cone      :   a_i x  = lb_i         rows with lb == ub (finite)
@@ -30,7 +30,6 @@ import numpy as np
 import scipy.sparse as sp
 
 from ..errors import CapabilityError, SolverError, ValidationError
-from ..program import LinearProgram
 from .base import (
     Backend,
     Capabilities,
@@ -39,6 +38,7 @@ from .base import (
     empty_row_conflict,
     map_status,
 )
+from .program import LinearProgram
 from .registry import register_backend
 
 __all__ = ["ClarabelBackend", "DEFAULT_TOLERANCES"]

@@ -26,7 +26,6 @@ from typing import Any
 import numpy as np
 
 from ..errors import CapabilityError, SolverError, UnknownSolverError, ValidationError
-from ..program import LinearProgram
 from .base import (
     Backend,
     Capabilities,
@@ -35,6 +34,7 @@ from .base import (
     empty_row_conflict,
     map_status,
 )
+from .program import LinearProgram
 from .registry import register_backend
 
 __all__ = ["CvxpyBackend", "STATUS_TABLE", "TIME_LIMIT_KEYS"]

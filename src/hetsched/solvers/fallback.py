@@ -2,7 +2,7 @@
 
 Project rule: a solver failure inside one strategy falls back to the next exact one. The
 exact backend is HiGHS (simplex, or IPX with crossover for large LPs: a vertex within its
-1e-9 feasibility tolerance). :meth:`hetsched.engine.SolveContext.run` asks
+1e-9 feasibility tolerance). :meth:`hetsched.solvers.context.SolveContext.run` asks
 :func:`fallback_reason` after every program another backend solved, and re-solves the
 program with HiGHS (without the user's backend options, which belong to the other backend)
 when it names a reason:
@@ -28,8 +28,8 @@ from typing import Any
 
 import numpy as np
 
-from ..program import LinearProgram
 from .base import SolverOutput
+from .program import LinearProgram
 from .registry import capabilities, highs_options
 
 __all__ = ["EXACT_BACKEND", "FEASIBILITY_TOL", "accepted_violation", "exact_options", "fallback_reason",

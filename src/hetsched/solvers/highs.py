@@ -10,7 +10,6 @@ from typing import Any
 import numpy as np
 
 from ..errors import SolverError, ValidationError
-from ..program import LinearProgram
 from .base import (
     Backend,
     Capabilities,
@@ -19,6 +18,7 @@ from .base import (
     empty_row_conflict,
     map_status,
 )
+from .program import LinearProgram
 from .registry import register_backend
 
 __all__ = ["HighsBackend"]

@@ -14,9 +14,9 @@ from typing import Any
 
 import numpy as np
 
-from ..program import LinearProgram
 from .base import SolverOutput, map_status
 from .highs import _status_table, apply_options, load_model, new_highs, run_rechecked
+from .program import LinearProgram
 
 __all__ = ["HighsSession"]
 
@@ -28,7 +28,7 @@ IPM_RETRY_ITERATIONS = 500
 
 
 class HighsSession:
-    """A :class:`~hetsched.program.LinearProgram` loaded into one ``highspy.Highs`` object.
+    """A :class:`~hetsched.solvers.program.LinearProgram` loaded into one ``highspy.Highs`` object.
 
     Parameters
     ----------

@@ -25,7 +25,6 @@ from typing import Any
 import numpy as np
 
 from ..errors import SolverError, ValidationError
-from ..program import LinearProgram
 from .base import (
     Backend,
     Capabilities,
@@ -34,6 +33,7 @@ from .base import (
     empty_row_conflict,
     map_status,
 )
+from .program import LinearProgram
 from .registry import register_backend
 
 __all__ = ["PulpBackend", "STATUS_TABLE", "OPTION_KEYS", "cbc_mip_gap"]

@@ -16,8 +16,8 @@ from collections.abc import Iterable
 from typing import Any
 
 from ..errors import CapabilityError, UnknownSolverError
-from ..program import LinearProgram
 from .base import Backend, Capabilities
+from .program import LinearProgram
 
 __all__ = ["register_backend", "get_backend", "available_solvers", "registered_solvers", "capabilities",
            "choose_auto", "highs_options", "AUTO_IPM_MIN_VARS", "AUTO_STRUCTURED_MIN_VARS"]
@@ -128,7 +128,7 @@ def choose_auto(lp: LinearProgram, *, require: Iterable[str] = ()) -> tuple[str,
     * level LPs (max-min, makespan, FTF) and other programs marked block-angular
       (``meta["structure"]``, e.g. max-sum throughput) with at least
       :data:`AUTO_STRUCTURED_MIN_VARS` variables: the exact structured path
-      (:mod:`hetsched.structured`), which hands a program it cannot certify to the choice below;
+      (:mod:`hetsched.solvers.structured`), which hands a program it cannot certify to the choice below;
     * other larger LPs: Clarabel's interior point called directly (HiGHS IPX with crossover
       when Clarabel is not installed).
 

@@ -50,22 +50,22 @@ import numpy as np
 import pandas as pd
 import scipy.sparse as sp
 
+from ...errors import ValidationError
+from ...inputs.jobs import RESOURCE_FIELDS, JobSet
+from ...solvers.program import LinearProgram
 from ..aggregation import JobClasses, aggregate_jobs
-from ..errors import ValidationError
-from ..jobs import RESOURCE_FIELDS, JobSet
-from ..program import LinearProgram
-from .base import PolicyOutcome
-from .builder import ProgramBuilder
-from .common import usable_mask
+from ..base import PolicyOutcome
+from ..builder import ProgramBuilder
+from ..common import usable_mask
+from ..params import check_space_option
+from ..resources import add_resource_rows
+from .kinds import KIND_NAMES, PAIR, SINGLE, UNCONSOLIDATED
 from .packing import Packing, pair_variables
-from .params import check_space_option
 from .placement_sensitivity import (
     PlacementSensitivity,
     consolidation_rows,
     unconsolidated_variables,
 )
-from .resources import add_resource_rows
-from .variable_kinds import KIND_NAMES, PAIR, SINGLE, UNCONSOLIDATED
 
 __all__ = [
     "AllocationSpace",
@@ -340,7 +340,7 @@ class SpaceVars:
 
 @dataclass(frozen=True, eq=False)
 class SpaceProgram(LinearProgram):
-    """A :class:`~hetsched.program.LinearProgram` over an allocation space.
+    """A :class:`~hetsched.solvers.program.LinearProgram` over an allocation space.
 
     ``extract_X`` returns the isolated-equivalent allocation ``x_map @ x`` (see the module
     docstring); ``report`` describes the rows a solution runs.
@@ -367,9 +367,9 @@ def build_space(jobs: JobSet, cluster: Any, *, packing: Any = None, placement_se
 
     Consolidated single-job rows exist where the job is usable (``T > 0`` and at least
     ``s_j`` GPUs); pair rows come from ``packing`` (see
-    :func:`~hetsched.formulations.packing.pair_variables`); unconsolidated rows and
+    :func:`~hetsched.formulations.spaces.packing.pair_variables`); unconsolidated rows and
     consolidated-GPU bounds from ``placement_sensitivity`` (see
-    :mod:`~hetsched.formulations.placement_sensitivity`). Pair rows count as consolidated
+    :mod:`~hetsched.formulations.spaces.placement_sensitivity`). Pair rows count as consolidated
     gangs.
     """
     cap = cluster.capacities(jobs.gpu_types)
@@ -417,11 +417,11 @@ def _check_options(packing: Any, placement_sensitivity: Any) -> None:
     resolved_option(placement_sensitivity, "placement_sensitivity")
     if packing is not None and not isinstance(packing, Packing):
         raise ValidationError(
-            f"`packing` must be a hetsched.formulations.packing.Packing; got {type(packing).__name__}."
+            f"`packing` must be a hetsched.formulations.spaces.packing.Packing; got {type(packing).__name__}."
         )
     if placement_sensitivity is not None and not isinstance(placement_sensitivity, PlacementSensitivity):
         raise ValidationError(
-            "`placement_sensitivity` must be a hetsched.formulations.placement_sensitivity.PlacementSensitivity; "
+            "`placement_sensitivity` must be a hetsched.formulations.spaces.placement_sensitivity.PlacementSensitivity; "
             f"got {type(placement_sensitivity).__name__}."
         )
 
@@ -451,11 +451,11 @@ def space_classes(jobs: JobSet, fields: Any, *, packing: Any = None, placement_s
     Jobs are interchangeable when they agree in everything the core aggregation compares
     (throughputs, scale factor, weight, the policy's ``fields``) *and* in their pair-table
     key and unconsolidated throughputs. Returns a
-    :class:`~hetsched.aggregation.JobClasses`, or None when every class has one job.
+    :class:`~hetsched.formulations.aggregation.JobClasses`, or None when every class has one job.
 
     Why it is exact: permuting identical jobs maps the allocation space onto itself (pair
     (a, b) to pair (pi a, pi b), same throughputs; same-key pairs are symmetric, see
-    :func:`~hetsched.formulations.packing.pair_variables`), so averaging an optimum over
+    :func:`~hetsched.formulations.spaces.packing.pair_variables`), so averaging an optimum over
     the permutations is feasible and optimal (the programs are convex and symmetric). In
     the average, single rows are equal within a class and pair rows equal within each
     orbit: all pairs between classes c and d (``mu_c mu_d`` of them), or all pairs inside
@@ -580,11 +580,11 @@ class SpaceOptions:
     ----------
     packing : Packing, optional
         Space sharing: pairs of jobs may share GPUs at the throughputs of a pair table
-        (:class:`~hetsched.formulations.packing.Packing`).
+        (:class:`~hetsched.formulations.spaces.packing.Packing`).
     placement_sensitivity : PlacementSensitivity, optional
         Multi-GPU jobs may run consolidated (one server) or unconsolidated, at their two
         throughputs, under a bound on GPUs that can host consolidated gangs
-        (:class:`~hetsched.formulations.placement_sensitivity.PlacementSensitivity`).
+        (:class:`~hetsched.formulations.spaces.placement_sensitivity.PlacementSensitivity`).
 
     Either makes the policy non-aggregatable by ``hetsched.solve`` (identical-looking jobs
     may differ in their pair key or unconsolidated throughputs); the policy then

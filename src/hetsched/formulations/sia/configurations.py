@@ -11,7 +11,7 @@ so that it stays small and packs onto servers:
   servers of type k;
 * nothing above ``max_gpus`` (Sia's artifact stops at 64 GPUs per job).
 
-With a :class:`~hetsched.topology.Topology` on the cluster, ``R_k`` is the largest server of
+With a :class:`~hetsched.inputs.topology.Topology` on the cluster, ``R_k`` is the largest server of
 type k and ``N_k`` the number of servers of that size; otherwise ``R_k`` is
 ``gpus_per_node`` (default :data:`DEFAULT_GPUS_PER_NODE`) and ``N_k = floor(C_k / R_k)``;
 single-node counts never exceed ``C_k``.
@@ -62,9 +62,9 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from .cluster import Cluster
-from .errors import ValidationError
-from .validation import check_int
+from ...errors import ValidationError
+from ...inputs.cluster import Cluster
+from ...validation import check_int
 
 __all__ = [
     "ConfigurationSet",

@@ -7,8 +7,8 @@ from typing import Any
 
 import numpy as np
 
-from .errors import ValidationError
-from .validation import check_int, check_nonneg, check_positive, check_type_map
+from ..errors import ValidationError
+from ..validation import check_int, check_nonneg, check_positive, check_type_map
 
 __all__ = ["Cluster"]
 
@@ -68,7 +68,7 @@ class Cluster:
         self.counts = np.asarray(values, dtype=np.int64)
         self.counts.setflags(write=False)
         self._index = {t: i for i, t in enumerate(self.gpu_types)}
-        #: Optional :class:`hetsched.topology.Topology` (servers, racks, GPU ids); set by
+        #: Optional :class:`hetsched.inputs.topology.Topology` (servers, racks, GPU ids); set by
         #: :meth:`from_servers`, ``None`` for a cluster described by counts only.
         self.topology = None
         self._prices: dict[str, float] | None = None
@@ -107,10 +107,10 @@ class Cluster:
         Parameters
         ----------
         servers : Topology, Mapping[str, int] or iterable of Server
-            A :class:`~hetsched.topology.Topology`; or GPU type -> count, cut into servers
+            A :class:`~hetsched.inputs.topology.Topology`; or GPU type -> count, cut into servers
             of ``gpus_per_server`` GPUs and racks of ``servers_per_rack`` servers (see
-            :meth:`Topology.from_counts <hetsched.topology.Topology.from_counts>`); or one
-            :class:`~hetsched.topology.Server` (or ``(name, gpu_type, num_gpus[, rack])``
+            :meth:`Topology.from_counts <hetsched.inputs.topology.Topology.from_counts>`); or one
+            :class:`~hetsched.inputs.topology.Server` (or ``(name, gpu_type, num_gpus[, rack])``
             tuple) per server.
         gpus_per_server, servers_per_rack : optional
             Used only when ``servers`` is a mapping of counts.

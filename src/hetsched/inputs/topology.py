@@ -26,8 +26,8 @@ from typing import Any
 
 import numpy as np
 
-from .errors import ValidationError
-from .validation import check_int, check_nonempty_str, check_type_map, fail, is_whole
+from ..errors import ValidationError
+from ..validation import check_int, check_nonempty_str, check_type_map, fail, is_whole
 
 __all__ = ["Server", "Topology"]
 

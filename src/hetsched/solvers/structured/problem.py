@@ -19,7 +19,7 @@ Two modes are recognized:
   :math:`A_j \cdot X_j \ge f_j` (stage 2 of a level LP; the throughput LP, with SLO rows
   as floors or no floors at all).
 
-:func:`recognize` reads the structure from the :class:`~hetsched.program.LinearProgram`
+:func:`recognize` reads the structure from the :class:`~hetsched.solvers.program.LinearProgram`
 itself (its ``x_index``, rows and bounds), so it needs nothing from the formulation and
 refuses, with a reason, anything that does not match exactly.
 """

@@ -29,8 +29,8 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from .errors import DataNotFoundError, ValidationError
-from .validation import (
+from ..errors import DataNotFoundError, ValidationError
+from ..validation import (
     as_rng,
     check_bool,
     check_choice,
@@ -383,7 +383,7 @@ class ThroughputCatalogue:
         """A catalogue with only (and in the order of) the GPU types ``gpu_types``.
 
         Rows are kept even when they become all zero (such rows are never sampled by
-        :func:`hetsched.workloads.sample_jobs`).
+        :func:`hetsched.inputs.workloads.sample_jobs`).
 
         Raises
         ------
@@ -549,7 +549,7 @@ def gavel_throughputs_path(path: str | Path | None = None) -> Path:
         env = os.environ.get(GAVEL_THROUGHPUTS_ENV)
         if env:
             candidates.append((Path(env), f"${GAVEL_THROUGHPUTS_ENV}"))
-        root = Path(__file__).resolve().parent.parent.parent
+        root = Path(__file__).resolve().parents[3]  # src/hetsched/inputs/throughputs.py -> the checkout
         if (root / "pyproject.toml").is_file():
             candidates.append(((root / _CHECKOUT_RELATIVE).resolve(), "beside the source checkout"))
     for cand, why in candidates:

@@ -1,7 +1,7 @@
 """``solver="structured"``: the exact structured path as a solver backend.
 
 The backend recognizes the block-angular shape of the allocation LPs from the
-:class:`~hetsched.program.LinearProgram` alone (:func:`.recognize`) and solves it with
+:class:`~hetsched.solvers.program.LinearProgram` alone (:func:`.recognize`) and solves it with
 :func:`.solve_separable`. A program without that shape, or one the structured solver
 does not certify, is handed to the backend ``solver="auto"`` would pick (the message and
 ``info["delegated_to"]`` say so); ``options={"fallback": "none"}`` turns that off.
@@ -17,10 +17,10 @@ from typing import Any
 
 import numpy as np
 
-from ..errors import ValidationError
+from ...errors import ValidationError
+from ..base import Backend, Capabilities, SolverOutput
 from ..program import LinearProgram
-from ..solvers.base import Backend, Capabilities, SolverOutput
-from ..solvers.registry import choose_auto, get_backend, register_backend
+from ..registry import choose_auto, get_backend, register_backend
 from .problem import SeparableProblem, recognize
 from .solver import StructuredOptions, StructuredResult, solve_separable
 
@@ -94,7 +94,7 @@ def _row_duals(lp: LinearProgram, P: SeparableProblem, r: StructuredResult) -> n
 
 @register_backend
 class StructuredBackend(Backend):
-    """Exact structured solver for block-angular allocation LPs (see :mod:`hetsched.structured`).
+    """Exact structured solver for block-angular allocation LPs (see :mod:`hetsched.solvers.structured`).
 
     ``options``: any field of :class:`StructuredOptions` (``gap_tol``, ``margin``,
     ``seed``, ``init``, ...) and ``fallback`` ("auto" default: the backend ``solver="auto"``

@@ -20,7 +20,7 @@ from typing import Any
 import numpy as np
 import scipy.sparse as sp
 
-from .errors import ValidationError
+from ..errors import ValidationError
 
 __all__ = ["LinearProgram", "allocation_variables"]
 

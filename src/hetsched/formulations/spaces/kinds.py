@@ -1,7 +1,7 @@
-"""Kinds of allocation-space variables (:mod:`~hetsched.formulations.space`).
+"""Kinds of allocation-space variables (:mod:`~hetsched.formulations.spaces.space`).
 
 Shared by the allocation space and the options that add variables to it
-(:mod:`~hetsched.formulations.packing`, :mod:`~hetsched.formulations.placement_sensitivity`),
+(:mod:`~hetsched.formulations.spaces.packing`, :mod:`~hetsched.formulations.spaces.placement_sensitivity`),
 so that neither has to import the other.
 """
 

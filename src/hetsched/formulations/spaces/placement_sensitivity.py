@@ -42,7 +42,7 @@ consolidates "a":
 
 >>> import hetsched as hs
 >>> import pandas as pd
->>> from hetsched.formulations.placement_sensitivity import PlacementSensitivity
+>>> from hetsched.formulations.spaces.placement_sensitivity import PlacementSensitivity
 >>> cluster = hs.Cluster.from_servers([("s0", "v100", 2), ("s1", "v100", 1), ("s2", "v100", 1)])
 >>> jobs = hs.JobSet([[3.0], [1.1]], gpu_types=["v100"], ids=["a", "b"], scale_factors=[2, 2])
 >>> ps = PlacementSensitivity(pd.DataFrame({"v100": [1.0, 1.0]}, index=["a", "b"]))
@@ -61,11 +61,11 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from ..errors import ValidationError, show
-from ..jobs import JobSet
-from ..throughputs import ThroughputCatalogue
-from ..validation import check_matrix
-from .variable_kinds import PAIR, SINGLE
+from ...errors import ValidationError, show
+from ...inputs.jobs import JobSet
+from ...inputs.throughputs import ThroughputCatalogue
+from ...validation import check_matrix
+from .kinds import PAIR, SINGLE
 
 __all__ = ["PlacementSensitivity", "unconsolidated_variables", "consolidation_rows", "consolidated_bounds"]
 
@@ -87,7 +87,7 @@ class PlacementSensitivity:
         topology, no bound.
     aggregate : bool, default True
         Solve identical jobs (including their unconsolidated throughputs) as one class
-        (exact; :func:`~hetsched.formulations.space.space_classes`).
+        (exact; :func:`~hetsched.formulations.spaces.space.space_classes`).
     """
 
     __slots__ = ("unconsolidated", "consolidated_gpus", "aggregate")
@@ -147,7 +147,7 @@ class PlacementSensitivity:
     def from_workload(cls, workload: Any, catalogue: ThroughputCatalogue, *,
                       consolidated_gpus: Mapping[str, float] | None = None, aggregate: bool = True
                       ) -> PlacementSensitivity:
-        """For a :class:`~hetsched.workloads.Workload` sampled (consolidated) from ``catalogue``."""
+        """For a :class:`~hetsched.inputs.workloads.Workload` sampled (consolidated) from ``catalogue``."""
         return cls.from_catalogue(catalogue, workload.rows, workload.jobs.ids, consolidated_gpus=consolidated_gpus,
                                   aggregate=aggregate)
 

@@ -27,7 +27,7 @@ much of the optimum that can lose is measured in ``docs/packing.md``.
 
 Pair data
 ---------
-A :class:`Packing` holds a pair table (:class:`~hetsched.throughputs.PairThroughputs`)
+A :class:`Packing` holds a pair table (:class:`~hetsched.inputs.throughputs.PairThroughputs`)
 whose rows are *keys*, and the key of each job: for a catalogue workload the key is the
 job's catalogue row (:meth:`Packing.from_catalogue`, :meth:`Packing.from_workload`); for
 explicit per-job pairs each job is its own key (:meth:`Packing.from_job_pairs`).
@@ -38,7 +38,7 @@ Two jobs, one GPU; alone each runs at 1 step/s, together each at 0.75 (combined 
 Time slicing gives each a normalized share of 0.5; sharing gives 0.75:
 
 >>> import hetsched as hs
->>> from hetsched.formulations.packing import Packing
+>>> from hetsched.formulations.spaces.packing import Packing
 >>> jobs = hs.JobSet([[1.0], [1.0]], gpu_types=["v100"], ids=["a", "b"])
 >>> packing = Packing.from_job_pairs(["a"], ["b"], [[[0.75, 0.75]]], gpu_types=["v100"])
 >>> res = hs.solve(hs.policies.MaxMinFairness(packing=packing), jobs, hs.Cluster({"v100": 1}))
@@ -59,9 +59,9 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from ..errors import ValidationError, show
-from ..jobs import JobSet
-from ..throughputs import PairThroughputs, ThroughputCatalogue
+from ...errors import ValidationError, show
+from ...inputs.jobs import JobSet
+from ...inputs.throughputs import PairThroughputs, ThroughputCatalogue
 
 __all__ = ["Packing", "PairVariables", "pair_variables", "DEFAULT_PAIR_THRESHOLD"]
 
@@ -96,7 +96,7 @@ class Packing:
     aggregate : bool, default True
         Solve identical jobs (same throughputs, scale factor, weight, policy fields *and*
         key) as one class with pair variables between classes: exact (see
-        :func:`~hetsched.formulations.space.space_classes`) and the reason a catalogue
+        :func:`~hetsched.formulations.spaces.space.space_classes`) and the reason a catalogue
         workload of thousands of jobs needs only (number of job types)^2 pair variables.
 
     Notes
@@ -178,7 +178,7 @@ class Packing:
     @classmethod
     def from_workload(cls, workload: Any, catalogue: ThroughputCatalogue, *,
                       threshold: float = DEFAULT_PAIR_THRESHOLD, aggregate: bool = True) -> Packing:
-        """Pairs for a :class:`~hetsched.workloads.Workload` sampled from ``catalogue``."""
+        """Pairs for a :class:`~hetsched.inputs.workloads.Workload` sampled from ``catalogue``."""
         return cls.from_catalogue(catalogue, workload.rows, workload.jobs.ids, threshold=threshold,
                                   aggregate=aggregate)
 

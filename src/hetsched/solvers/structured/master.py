@@ -33,9 +33,9 @@ def solve_master(lp: LinearProgram, deadline: float | None):
     HiGHS fails (model status "Unknown" or "Not Set"), the other algorithm once. Returns a
     :class:`~hetsched.solvers.base.SolverOutput`; a double failure is status
     "numerical_error" (the backend then hands the program to a general solver)."""
-    from ..errors import SolverError
-    from ..solvers.base import SolverOutput
-    from ..solvers.highs import HighsBackend
+    from ...errors import SolverError
+    from ..base import SolverOutput
+    from ..highs import HighsBackend
 
     # primal simplex: on 36 masters from max-min, makespan and max-sum (1e5-3e5 jobs) it took
     # 3.4 s in all against 7.4 s for dual simplex and 6.6 s for IPX (docs/scaling.md)
@@ -258,7 +258,7 @@ def compact(key: np.ndarray, size: int) -> tuple[np.ndarray, np.ndarray]:
 
 def whole_lp_prices(P, opts, deadline, info, *, level: bool):
     """Prices from HiGHS IPX without crossover, or PDLP, on the whole program."""
-    from ..solvers.highs import HighsBackend
+    from ..highs import HighsBackend
 
     n = P.n
     rows = np.flatnonzero(P.has_level) if level else np.arange(n)

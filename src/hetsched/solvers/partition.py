@@ -25,7 +25,7 @@ Examples
 --------
 >>> import hetsched as hs
 >>> from concurrent.futures import ThreadPoolExecutor
->>> from hetsched.partition import Partitioned
+>>> from hetsched.solvers.partition import Partitioned
 >>> jobs = hs.random_jobs(40, ["v100", "k80"], seed=0)
 >>> cluster = hs.Cluster({"v100": 6, "k80": 6})
 >>> with ThreadPoolExecutor(2) as ex:
@@ -44,16 +44,16 @@ from typing import Any, ClassVar
 
 import numpy as np
 
-from . import errors as _errors
+from .. import errors as _errors
+from ..errors import HetschedError, SolverError, ValidationError
+from ..executors import broken_pool_hint, default_workers, process_pool
+from ..formulations.base import Policy, PolicyOutcome, make_policy
+from ..inputs.cluster import Cluster
+from ..inputs.jobs import JobSet
+from ..validation import check_int
 from . import structured as _structured  # noqa: F401  (registers solver="structured" in workers too)
-from .cluster import Cluster
-from .engine import SolveContext
-from .errors import HetschedError, SolverError, ValidationError
-from .executors import broken_pool_hint, default_workers, process_pool
-from .formulations.base import Policy, PolicyOutcome, make_policy
-from .jobs import JobSet
-from .solvers.base import SUCCESS_STATUSES
-from .validation import check_int
+from .base import SUCCESS_STATUSES
+from .context import SolveContext
 
 __all__ = ["Partitioned", "split_jobs", "split_cluster", "default_workers"]
 
@@ -95,7 +95,7 @@ def split_cluster(cluster: Cluster, k: int) -> list[Cluster]:
 
 def _solve_part(payload: dict[str, Any]) -> dict[str, Any]:
     """Solve one sub-problem (runs in a worker; module-level so process pools can pickle it)."""
-    from .api import solve
+    from ..api import solve
 
     t0 = time.perf_counter()
     res = solve(payload["policy"], payload["jobs"], payload["cluster"], solver=payload["solver"],
@@ -127,7 +127,7 @@ class Partitioned(Policy):
         must call ``solve`` under ``if __name__ == "__main__":`` (spawned workers import the
         script again; see :mod:`hetsched.executors`).
     aggregate : bool, default True
-        Merge identical jobs inside each sub-problem (see :mod:`hetsched.aggregation`).
+        Merge identical jobs inside each sub-problem (see :mod:`hetsched.formulations.aggregation`).
 
     Notes
     -----
@@ -199,7 +199,7 @@ class Partitioned(Policy):
         ValidationError
             k > n_jobs, or a sub-problem where some job can run on no type.
         """
-        from .api import validate_problem
+        from ..api import validate_problem
 
         n = jobs.n_jobs
         if self.k > n:

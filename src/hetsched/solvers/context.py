@@ -12,12 +12,12 @@ from typing import Any
 
 import numpy as np
 
-from .errors import CapabilityError, SolverError, ValidationError
+from ..errors import CapabilityError, SolverError, ValidationError
+from .base import Capabilities, SolverOutput
+from .fallback import EXACT_BACKEND, exact_options, fallback_reason
+from .highs_session import HighsSession
 from .program import LinearProgram
-from .solvers.base import Capabilities, SolverOutput
-from .solvers.fallback import EXACT_BACKEND, exact_options, fallback_reason
-from .solvers.highs_session import HighsSession
-from .solvers.registry import available_solvers, choose_auto, get_backend
+from .registry import available_solvers, choose_auto, get_backend
 
 __all__ = ["SolveContext"]
 

@@ -1,7 +1,7 @@
 r"""Sia (Jayaram Subramanya et al., SOSP'23): elastic jobs choose a GPU type *and* a count.
 
 Each round, every job gets at most one *configuration* ``c = (k_c, n_c)`` — ``n_c`` GPUs of
-type ``k_c`` (see :mod:`hetsched.configurations` for the set and the goodput bootstrap) —
+type ``k_c`` (see :mod:`hetsched.formulations.sia.configurations` for the set and the goodput bootstrap) —
 from one integer program over all jobs.
 
 Math
@@ -142,8 +142,15 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from ..cluster import Cluster
-from ..configurations import (
+from ...errors import ValidationError, show
+from ...inputs.cluster import Cluster
+from ...inputs.jobs import JobSet
+from ...solvers.context import SolveContext
+from ...solvers.program import LinearProgram
+from ...validation import check_int, check_real, check_vector, fail, fail_at, is_real
+from ..base import Policy, PolicyOutcome, register_policy
+from ..builder import ProgramBuilder
+from .configurations import (
     DEFAULT_MAX_GPUS,
     ConfigurationSet,
     bootstrap_goodput,
@@ -151,13 +158,6 @@ from ..configurations import (
     configurations_from_labels,
     impute_type_throughputs,
 )
-from ..engine import SolveContext
-from ..errors import ValidationError, show
-from ..jobs import JobSet
-from ..program import LinearProgram
-from ..validation import check_int, check_real, check_vector, fail, fail_at, is_real
-from .base import Policy, PolicyOutcome, register_policy
-from .builder import ProgramBuilder
 
 __all__ = ["Sia", "SiaProblem", "LagrangianBound", "lagrangian_bound", "polish"]
 
@@ -264,7 +264,7 @@ class Sia(Policy):
         Node size per type; default: the cluster's topology, else 8.
     intra_node_overhead, inter_node_overhead : float, default 0.1, 0.3
         Bootstrap scaling model: synchronisation cost relative to a step's compute inside a
-        node and across nodes (:func:`hetsched.configurations.scaling_factor`).
+        node and across nodes (:func:`hetsched.formulations.sia.configurations.scaling_factor`).
     noise_scale_ratio : float, default inf
         Pollux statistical-efficiency parameter (gradient noise scale over the one-GPU
         batch); inf: goodput is plain throughput.
@@ -839,7 +839,7 @@ def lagrangian_bound(value: np.ndarray, keep: np.ndarray, configs: Configuration
     Examples
     --------
     >>> from hetsched import Cluster
-    >>> from hetsched.configurations import configuration_set
+    >>> from hetsched.formulations.sia.configurations import configuration_set
     >>> cs = configuration_set(Cluster({"a": 2}), gpus_per_node=2)      # (a,1), (a,2)
     >>> v = np.array([[1.0, 1.5], [1.0, 1.5]])
     >>> round(lagrangian_bound(v, v > 0, cs, np.array([2.0])).value, 9)  # both on one GPU

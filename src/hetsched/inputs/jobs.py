@@ -8,8 +8,8 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from .errors import ValidationError, show
-from .validation import (
+from ..errors import ValidationError, show
+from ..validation import (
     check_integer_array,
     check_matrix,
     check_names,

@@ -59,7 +59,7 @@ def solve_separable(P: SeparableProblem, opts: StructuredOptions | None = None, 
     Parameters
     ----------
     P : SeparableProblem
-        From :func:`hetsched.structured.recognize`.
+        From :func:`hetsched.solvers.structured.recognize`.
     opts : StructuredOptions, optional
         Tuning; defaults when None.
     time_limit : float, optional
@@ -90,7 +90,7 @@ def solve_separable(P: SeparableProblem, opts: StructuredOptions | None = None, 
 
 #: Identical jobs are merged into one row (with their loads and objective added) when at
 #: least this fraction of the rows are copies: exact for these symmetric LPs (see
-#: :mod:`hetsched.aggregation`), and ties between copies would otherwise fill the master.
+#: :mod:`hetsched.formulations.aggregation`), and ties between copies would otherwise fill the master.
 MERGE_MIN_DUPLICATES = 0.05
 
 

@@ -16,10 +16,8 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from .errors import ValidationError
-from .jobs import JobSet
-from .throughputs import ThroughputCatalogue, reference_column
-from .validation import (
+from ..errors import ValidationError
+from ..validation import (
     as_rng,
     check_bool,
     check_int,
@@ -30,6 +28,8 @@ from .validation import (
     check_probability,
     check_real,
 )
+from .jobs import JobSet
+from .throughputs import ThroughputCatalogue, reference_column
 
 __all__ = [
     "DEFAULT_SCALE_FACTOR_PROBS",
@@ -51,7 +51,7 @@ _SCALE_FACTOR_ORDER = (1, 2, 4, 8)
 
 @dataclass(frozen=True, eq=False)
 class Workload:
-    """Jobs sampled from a :class:`~hetsched.throughputs.ThroughputCatalogue`.
+    """Jobs sampled from a :class:`~hetsched.inputs.throughputs.ThroughputCatalogue`.
 
     Attributes
     ----------
@@ -282,7 +282,7 @@ def sample_jobs(
 
     Examples
     --------
-    >>> from hetsched.throughputs import generate_catalogue
+    >>> from hetsched.inputs.throughputs import generate_catalogue
     >>> cat = generate_catalogue(n_job_types=4, seed=0)
     >>> w = sample_jobs(cat, 5, seed=1)
     >>> w.jobs.ids.tolist()

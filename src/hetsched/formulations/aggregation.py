@@ -15,7 +15,7 @@ from collections.abc import Sequence
 import numpy as np
 import pandas as pd
 
-from .jobs import RESOURCE_FIELDS, JobSet
+from ..inputs.jobs import RESOURCE_FIELDS, JobSet
 
 __all__ = ["JobClasses", "aggregate_jobs", "SMALL_N"]
 
