@@ -180,14 +180,7 @@ def test_checker_accepts_a_dag_and_resolves_submodules(tmp_path):
 #: them): each is a function-local import. Everything else must be acyclic; a new cycle, or
 #: one of these coming back in another place, fails the test. Delete a line when its import
 #: goes away.
-KNOWN_BACK_EDGES = {
-    # online/store.py: `from .. import __version__` (the root package, which imports online)
-    ("hetsched.online.store", "hetsched"),
-    # sim/simulator.py: `from ..online.replay import simulate_online` (replay imports simulator)
-    ("hetsched.sim.simulator", "hetsched.online.replay"),
-    # reproduce/command.py: `from ..cli import _check_out` (cli imports the command)
-    ("hetsched.reproduce.command", "hetsched.cli"),
-}
+KNOWN_BACK_EDGES: set[tuple[str, str]] = set()  # none left: the package moves of issue 18 removed the last three
 
 #: The circles issue 18 names, each as a pair of modules that must not reach each other
 #: both ways.

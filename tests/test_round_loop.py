@@ -169,7 +169,7 @@ def test_sia_hands_its_configuration_back_as_current() -> None:
     res = hs.simulate(sched, trace, CLUSTER)
     assert res.summary["n_completed"] == 6
     state = sched.initial_state()
-    from hetsched.sim.simulator import _Workload
+    from hetsched.sim.loop import _Workload
     from hetsched.sim.ledger import Ledger
 
     w = _Workload.build(trace, CLUSTER, SimOptions(), sched)

@@ -50,6 +50,7 @@ from .inputs.throughputs import (
     load_gavel_throughputs,
 )
 from .validation import check_int
+from .validation import check_output_path as _check_out
 
 __all__ = ["DEMO_PRICES", "main"]
 
@@ -266,40 +267,6 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 # ----------------------------------------------------------------------------- helpers
-def _check_out(value: str | None, kind: str, option: str = "--out") -> None:
-    """Refuse an output path that cannot be written, before the run (not after it).
-
-    ``kind`` "dir": a directory to write into (created if missing); "file": a file to
-    write (its directory created if missing). Raises :class:`ValidationError` (exit 2)
-    naming the option, the rule and the value.
-    """
-    if value is None:
-        return
-    import os
-
-    p = Path(value)
-    if kind == "dir":
-        rule = f"`{option}` must be a directory that exists or can be created, and is writable"
-        if p.exists() and not p.is_dir():
-            raise ValidationError(f"{rule}; got {value!r}, which is an existing file.")
-        folder = p
-    else:
-        rule = f"`{option}` must be a file path in a directory that exists or can be created, and is writable"
-        if value.endswith(("/", os.sep)) or p.is_dir():
-            raise ValidationError(f"{rule}; got {value!r}, which is a directory.")
-        if p.exists() and not os.access(p, os.W_OK):
-            raise ValidationError(f"{rule}; got {value!r}, an existing file that is not writable.")
-        folder = p.parent
-    existing = folder
-    while not existing.exists() and existing != existing.parent:
-        existing = existing.parent
-    if not existing.is_dir():
-        raise ValidationError(f"{rule}; got {value!r}, but {str(existing)!r} is a file, not a directory.")
-    if not os.access(existing, os.W_OK | os.X_OK):
-        what = "is not writable" if existing == folder else f"cannot be created: {str(existing)!r} is not writable"
-        raise ValidationError(f"{rule}; got {value!r}, whose directory {what}.")
-
-
 def _parse_gpu_types(text: str | None) -> list[str] | dict[str, float] | None:
     if text is None:
         return None

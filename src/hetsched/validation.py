@@ -46,7 +46,9 @@ hetsched.errors.ValidationError: `round_seconds` must be a positive finite numbe
 from __future__ import annotations
 
 import math
+import os
 from collections.abc import Callable, Iterable, Mapping, Sequence
+from pathlib import Path
 from typing import Any, TypeVar
 
 import numpy as np
@@ -54,6 +56,7 @@ import numpy as np
 from .errors import ValidationError, show
 
 __all__ = [
+    "check_output_path",
     "as_rng",
     "check_bool",
     "check_choice",
@@ -385,3 +388,35 @@ def check_integer_array(values: np.ndarray, name: str, where: Callable[[int], st
         rule = {1: "positive integers", 0: "non-negative integers"}.get(low, f"integers >= {low}")
         raise fail_at(name, rule, where(i), values[i], verb="has")
     return values.astype(np.int64)
+
+
+def check_output_path(value: str | None, kind: str, option: str = "--out") -> None:
+    """Refuse an output path that cannot be written, before the run (not after it).
+
+    ``kind`` "dir": a directory to write into (created if missing); "file": a file to
+    write (its directory created if missing). Raises :class:`ValidationError` (exit 2)
+    naming the option, the rule and the value.
+    """
+    if value is None:
+        return
+    p = Path(value)
+    if kind == "dir":
+        rule = f"`{option}` must be a directory that exists or can be created, and is writable"
+        if p.exists() and not p.is_dir():
+            raise ValidationError(f"{rule}; got {value!r}, which is an existing file.")
+        folder = p
+    else:
+        rule = f"`{option}` must be a file path in a directory that exists or can be created, and is writable"
+        if value.endswith(("/", os.sep)) or p.is_dir():
+            raise ValidationError(f"{rule}; got {value!r}, which is a directory.")
+        if p.exists() and not os.access(p, os.W_OK):
+            raise ValidationError(f"{rule}; got {value!r}, an existing file that is not writable.")
+        folder = p.parent
+    existing = folder
+    while not existing.exists() and existing != existing.parent:
+        existing = existing.parent
+    if not existing.is_dir():
+        raise ValidationError(f"{rule}; got {value!r}, but {str(existing)!r} is a file, not a directory.")
+    if not os.access(existing, os.W_OK | os.X_OK):
+        what = "is not writable" if existing == folder else f"cannot be created: {str(existing)!r} is not writable"
+        raise ValidationError(f"{rule}; got {value!r}, whose directory {what}.")

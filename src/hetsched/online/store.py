@@ -290,9 +290,7 @@ class Store:
                     cur.execute(stmt)
             cur.execute("INSERT INTO meta VALUES ('schema_version', ?)", (str(SCHEMA_VERSION),))
             cur.execute("INSERT INTO meta VALUES ('changed', '0')")
-            from .. import __version__
-
-            cur.execute("INSERT INTO meta VALUES ('created_by', ?)", (f"hetsched {__version__}",))
+            cur.execute("INSERT INTO meta VALUES ('created_by', ?)", (f"hetsched {_package_version()}",))
 
     # ------------------------------------------------------------------ use
     @property
@@ -346,3 +344,14 @@ class Store:
 
     def __repr__(self) -> str:
         return f"Store({self.where!r}, open={self.conn is not None})"
+
+
+def _package_version() -> str:
+    """The installed hetsched version (from the package metadata: importing the package
+    itself from here would close an import circle)."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("hetsched")
+    except PackageNotFoundError:
+        return "unknown"

@@ -34,7 +34,7 @@ def run(args: argparse.Namespace, out: TextIO) -> int:
     (0; 1 when a simulation failed). Bad arguments raise ``ValidationError`` (exit 2)."""
     import pandas as pd
 
-    from ..cli import _check_out
+    from ..validation import check_output_path as _check_out
     from . import EXPERIMENTS, Settings, check_names, run_experiments
 
     names = check_names(args.names)
