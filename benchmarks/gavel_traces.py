@@ -8,6 +8,9 @@
 * One Philly-derived per-VC trace (``traces/msr/seed=0/<name>.trace``, Gavel's older
   7-column format) on the cluster of ``traces/msr/cluster_specs.json`` (500 V100), jobs
   without a throughput-table row skipped (counted).
+* Gavel's generated 300-job trace (``traces/generated/gavel_generator_n300_lam900_seed5.trace``)
+  on 4 V100 + 4 P100 + 4 K80 without placement, for max-min fairness (heterogeneity-aware
+  and agnostic): the preset-vs-default table of docs/simulator.md.
 
 Reads ``../shared/data/gavel/`` (skips with a message when it is absent). Prints a table and
 writes ``benchmarks/results/gavel_traces.csv``.
@@ -35,6 +38,8 @@ ROOT = Path(__file__).resolve().parent
 DATA = ROOT.parent.parent / "shared" / "data" / "gavel"
 RESULTS = ROOT / "results" / "gavel_traces.csv"
 PHYSICAL = {"v100": 8, "p100": 16, "k80": 24}
+GENERATED = "gavel_generator_n300_lam900_seed5"
+GENERATED_CLUSTER = {"v100": 4, "p100": 4, "k80": 4}
 
 
 def _run(label: str, trace, cluster: hs.Cluster, policy, **kw) -> dict:
@@ -77,6 +82,10 @@ def main(argv: list[str] | None = None) -> int:
     for kw in ({"preset": "gavel"}, {}):
         rows.append(_run(f"msr/{args.msr} ({msr.n_jobs} jobs, {skipped} skipped)", msr, msr_cluster,
                          hs.policies.MaxMinFairness(), **kw))
+    gen = load_trace(DATA / "traces" / "generated" / f"{GENERATED}.trace", throughputs=cat)
+    for pol in list(pols.values())[:2]:
+        for kw in ({}, {"preset": "gavel"}):
+            rows.append(_run(f"generated/{GENERATED}", gen, hs.Cluster(GENERATED_CLUSTER), pol, placement=False, **kw))
     df = pd.DataFrame(rows)
     with pd.option_context("display.width", 250, "display.max_columns", 20, "display.float_format", "{:.2f}".format):
         print(df.to_string(index=False))

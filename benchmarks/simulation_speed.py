@@ -24,6 +24,7 @@ Usage::
 
     python benchmarks/simulation_speed.py --quick   # small windows, a few minutes
     python benchmarks/simulation_speed.py           # the full run
+    python benchmarks/simulation_speed.py --skip-speed --workers 1   # part 3 (Figure 8) only
 
 Writes ``benchmarks/results/simulation_speed.csv`` (parts 1 and 2) and
 ``benchmarks/results/simulation_fig8.csv`` (part 3).
@@ -168,6 +169,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--quick", action="store_true", help="small windows and fewer loads")
     ap.add_argument("--workers", type=int, default=None, help="processes for the Figure-8 sweep (default: CPUs)")
     ap.add_argument("--skip-fig8", action="store_true")
+    ap.add_argument("--skip-speed", action="store_true",
+                    help="skip parts 1 and 2 and leave simulation_speed.csv as it is (e.g. to re-run Figure 8 only)")
     ap.add_argument("--skip-reference", action="store_true")
     args = ap.parse_args(argv)
     cat, cat_name = gavel_catalogue(GAVEL_TABLE)
@@ -176,10 +179,14 @@ def main(argv: list[str] | None = None) -> int:
           f"python {platform.python_version()}, {os.cpu_count()} CPUs (shared with other work)")
 
     rows = []
+    if args.skip_speed:
+        args.skip_reference = True
     speed_cases = [("single", 2.0, False), ("single", 4.0, False), ("single", 4.0, True), ("multi", 1.5, False),
                    ("multi", 1.5, True)]
     if args.quick:
         speed_cases = [("single", 4.0, False), ("single", 4.0, True), ("multi", 1.5, False)]
+    if args.skip_speed:
+        speed_cases = []
     for mix, load, placement in speed_cases:
         r = speed_run(load=load, window=window, mix=mix, placement=placement, catalogue=cat)
         r["part"] = "speed"
@@ -200,7 +207,8 @@ def main(argv: list[str] | None = None) -> int:
               f"{a['avg_jct_hours']:.2f} h vs {b['avg_jct_hours']:.2f} h")
     df = pd.DataFrame(rows)
     RESULTS.mkdir(parents=True, exist_ok=True)
-    df.to_csv(RESULTS / "simulation_speed.csv", index=False)
+    if rows:
+        df.to_csv(RESULTS / "simulation_speed.csv", index=False)
     cols = ["part", "implementation", "mix", "load", "placement", "rounds", "solves", "sim_hours", "wall_s",
             "sim_h_per_wall_s", "rounds_per_s", "policy_s", "mechanism_s", "placement_s", "other_s", "avg_jct_hours"]
     with pd.option_context("display.width", 250, "display.max_columns", 30, "display.float_format", "{:.2f}".format):
