@@ -137,7 +137,7 @@ def _dump(s: OnlineScheduler) -> list:
     (lambda s: s.submit("c", pair_throughputs={"big": {"v100": (1.0, 1.0)}}), "equal gangs"),
     (lambda s: s.submit("c", pair_throughputs={"a": {"v100": 1.0}}), r"must be a pair \(mine, theirs\)"),
     (lambda s: s.submit("c", pair_throughputs={"a": {"h100": (1.0, 1.0)}}), "h100"),
-    (lambda s: s.submit("c", pair_throughputs={"a": {"v100": (-1.0, 1.0)}}), "finite number >= 0"),
+    (lambda s: s.submit("c", pair_throughputs={"a": {"v100": (-1.0, 1.0)}}), r"must be a number in \[0, 1e\+09\]; got -1\.0"),
     (lambda s: s.submit("c", spread_throughputs={"v100": float("nan")}), "spread_throughputs"),
     (lambda s: s.submit("c", spread_throughputs=[1.0]), "must be a mapping"),
 ])

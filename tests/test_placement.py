@@ -402,9 +402,9 @@ def test_bad_input_messages():
         place(cluster, [1], ["a"], [1], costs=PlacementCosts(migration=-1.0))
     with pytest.raises(ValidationError, match="costs.spread"):
         PlacementCosts(spread=float("nan"))
-    with pytest.raises(ValidationError, match=r"`waiting\[0\]`"):
+    with pytest.raises(ValidationError, match=r"`waiting` must be finite and non-negative; job 1 is -1\.0"):
         place(cluster, [1], ["a"], [1], waiting=[-1])
-    with pytest.raises(ValidationError, match=r"`num_gpus\[0\]`"):
+    with pytest.raises(ValidationError, match=r"`num_gpus` must be positive integers; job 1 has 0"):
         place(cluster, [1], ["a"], [0])
     with pytest.raises(ValidationError, match="unique"):
         place(cluster, [1, 1], ["a", "a"], [1, 1])

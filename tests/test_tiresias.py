@@ -261,7 +261,7 @@ def test_bad_gittins_distribution(values, match) -> None:
 def test_other_bad_options() -> None:
     with pytest.raises(ValidationError, match="needs a job-size `distribution`"):
         Tiresias(order="gittins")
-    with pytest.raises(ValidationError, match="`promote_knob` must be a positive number"):
+    with pytest.raises(ValidationError, match="`promote_knob` must be a positive finite number or None; got 0"):
         Tiresias(promote_knob=0)
     with pytest.raises(ValidationError, match="`service` must be one of"):
         Tiresias(service="flops")
@@ -270,7 +270,7 @@ def test_other_bad_options() -> None:
     sched = Tiresias()
     with pytest.raises(ValidationError, match="`state` must be a TiresiasState"):
         sched.plan(ABC, TWO_GPUS, state="nope")
-    with pytest.raises(ValidationError, match="`round_seconds` must be a positive number"):
+    with pytest.raises(ValidationError, match="`round_seconds` must be a positive finite number of seconds; got 0"):
         sched.plan(ABC, TWO_GPUS, round_seconds=0)
 
 

@@ -153,7 +153,7 @@ def test_field_length_mismatch() -> None:
 @pytest.mark.parametrize("bad", [0, -1.0, np.nan, "soon"])
 def test_bad_time_limit(bad: object) -> None:
     jobs = hs.JobSet(np.ones((2, 2)), gpu_types=TYPES)
-    with pytest.raises(hs.ValidationError, match="`time_limit` must be a positive number of seconds"):
+    with pytest.raises(hs.ValidationError, match="`time_limit` must be a positive finite number of seconds"):
         hs.solve("max_min_fairness", jobs, cluster(), time_limit=bad)  # type: ignore[arg-type]
 
 

@@ -29,6 +29,7 @@ from typing import Any
 import numpy as np
 
 from ..errors import ValidationError
+from ..validation import check_integer_array
 from .validation import check_allocation_arrays
 
 __all__ = ["carve_shares"]
@@ -87,11 +88,7 @@ def carve_shares(
     s_new = np.asarray(new_scale_factors, dtype=float)
     if s_new.ndim != 1:
         raise ValidationError(f"`new_scale_factors` must be a 1-D array; got shape {s_new.shape}.")
-    bad = ~np.isfinite(s_new) | (s_new < 1) | (s_new != np.round(s_new))
-    if bad.any():
-        i = int(np.flatnonzero(bad)[0])
-        raise ValidationError(f"`new_scale_factors` must be positive integers; new job {i} has {s_new[i]:g}.")
-    s_new = s_new.astype(np.int64)
+    s_new = check_integer_array(s_new, "new_scale_factors", lambda i: f"new job {i}")
     n_new = s_new.shape[0]
     if n_new == 0:
         return X.copy()

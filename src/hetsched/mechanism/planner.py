@@ -14,16 +14,12 @@ from ..errors import ValidationError
 from ..inputs.cluster import Cluster
 from ..inputs.jobs import JobSet
 from ..result import Allocation
+from ..validation import check_bool, check_choice, check_nonneg
 from .history import ShareHistory, check_round_seconds
 from .packing import greedy_pack, greedy_pack_blocking, greedy_pack_members
 from .plan import MODES, RULES, RoundPlan
 from .priority import priority_order
-from .validation import (
-    as_id_array,
-    check_allocation_arrays,
-    check_nonneg_float,
-    check_option,
-)
+from .validation import as_id_array, check_allocation_arrays
 
 __all__ = ["plan_round", "plan_round_arrays", "DEFAULT_ROUND_SECONDS"]
 
@@ -128,14 +124,13 @@ def plan_round_arrays(
     [0, 1, 1]
     """
     t0 = time.perf_counter()
-    tolerance = check_nonneg_float(tolerance, "tolerance", allow_inf=True)
-    zero_tol = check_nonneg_float(zero_tol, "zero_tol")
-    stickiness = check_nonneg_float(stickiness, "stickiness")
+    tolerance = check_nonneg(tolerance, "tolerance", allow_inf=True)
+    zero_tol = check_nonneg(zero_tol, "zero_tol")
+    stickiness = check_nonneg(stickiness, "stickiness")
     L = check_round_seconds(round_seconds)
-    check_option(mode, "mode", MODES)
-    check_option(rule, "rule", RULES)
-    if not isinstance(work_conserving, (bool, np.bool_)):
-        raise ValidationError(f"`work_conserving` must be True or False; got {work_conserving!r}.")
+    check_choice(mode, "mode", MODES)
+    check_choice(rule, "rule", RULES)
+    check_bool(work_conserving, "work_conserving")
     if history is None:
         history = ShareHistory.empty()
     elif not isinstance(history, ShareHistory):
@@ -159,8 +154,8 @@ def plan_round_arrays(
             waiting=base.rounds_waiting if waiting is None else _waiting(waiting, n),
             waited=base.seconds_waiting,
         )
-        if not isinstance(backfill, (bool, np.bool_)):
-            raise ValidationError(f"`backfill` must be True or False; got {backfill!r}.")
+        check_bool(backfill, "backfill")
+
         if not backfill and members is not None:
             raise ValidationError("`backfill=False` is not supported with `members` (space-sharing rows).")
         if not backfill:

@@ -3,16 +3,15 @@
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
 import pandas as pd
 
 from ..errors import ValidationError
-from ..validation import check_choice, check_integer_array, check_nonneg
+from ..validation import check_integer_array
 
-__all__ = ["check_allocation_arrays", "check_option", "label"]
+__all__ = ["check_allocation_arrays", "label"]
 
 
 def label(value: Any) -> Any:
@@ -30,15 +29,6 @@ def as_id_array(job_ids: Any) -> np.ndarray:
         ids = np.array(seq, dtype=object)
     return ids
 
-
-def check_option(value: Any, name: str, choices: Sequence[str]) -> str:
-    """``value`` if it is one of ``choices`` (:func:`hetsched.validation.check_choice`)."""
-    return check_choice(value, name, choices)
-
-
-def check_nonneg_float(value: Any, name: str, *, allow_inf: bool = False) -> float:
-    """``value`` as a float >= 0, finite unless ``allow_inf`` (:func:`hetsched.validation.check_nonneg`)."""
-    return check_nonneg(value, name, allow_inf=allow_inf)
 
 
 def check_allocation_arrays(

@@ -48,6 +48,7 @@ import pandas as pd
 from ..errors import ValidationError
 from ..inputs.jobs import THROUGHPUT_RANGE
 from ..inputs.throughputs import ThroughputCatalogue
+from ..validation import check_choice, check_int, check_nonneg, check_real
 
 __all__ = ["COMPLETIONS", "ThroughputEstimator", "holdout_errors"]
 
@@ -56,16 +57,6 @@ log = logging.getLogger(__name__)
 #: Completion methods for jobs measured on two or more types.
 COMPLETIONS = ("nearest", "lowrank", "ratio")
 
-
-def _number(value: Any, name: str, *, low: float, high: float = math.inf, low_open: bool = False) -> float:
-    if isinstance(value, bool) or not isinstance(value, (int, float, np.integer, np.floating)):
-        raise ValidationError(f"`{name}` must be a number; got {value!r}.")
-    v = float(value)
-    ok = math.isfinite(v) and (v > low if low_open else v >= low) and v <= high
-    if not ok:
-        lo = f"> {low}" if low_open else f">= {low}"
-        raise ValidationError(f"`{name}` must be finite, {lo} and <= {high}; got {value!r}.")
-    return v
 
 
 class ThroughputEstimator:
@@ -110,16 +101,12 @@ class ThroughputEstimator:
         if reference is not None and not isinstance(reference, ThroughputCatalogue):
             raise ValidationError(f"`reference` must be a hetsched.ThroughputCatalogue or None; "
                                   f"got {type(reference).__name__}.")
-        self.ema_alpha = _number(ema_alpha, "ema_alpha", low=0.0, high=1.0, low_open=True)
-        if completion not in COMPLETIONS:
-            raise ValidationError(f"`completion` must be one of {list(COMPLETIONS)}; got {completion!r}.")
-        self.completion = completion
-        if isinstance(neighbours, bool) or not isinstance(neighbours, (int, np.integer)) or neighbours < 1:
-            raise ValidationError(f"`neighbours` must be a positive integer; got {neighbours!r}.")
-        self.neighbours = int(neighbours)
-        self.level_weight = _number(level_weight, "level_weight", low=0.0)
-        self.scale_weight = _number(scale_weight, "scale_weight", low=0.0)
-        self.lowrank_ridge = _number(lowrank_ridge, "lowrank_ridge", low=0.0)
+        self.ema_alpha = check_real(ema_alpha, "ema_alpha", low=0.0, high=1.0, low_open=True)
+        self.completion = check_choice(completion, "completion", COMPLETIONS)
+        self.neighbours = check_int(neighbours, "neighbours", low=1)
+        self.level_weight = check_nonneg(level_weight, "level_weight")
+        self.scale_weight = check_nonneg(scale_weight, "scale_weight")
+        self.lowrank_ridge = check_nonneg(lowrank_ridge, "lowrank_ridge")
         self.reference = reference
         m = len(self.gpu_types)
         if reference is not None:

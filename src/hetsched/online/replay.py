@@ -24,7 +24,6 @@ with ``learn=True`` the only difference is what the scheduler knows about throug
 from __future__ import annotations
 
 import logging
-import math
 import time
 from typing import Any
 
@@ -47,6 +46,7 @@ from ..sim.options import SimOptions
 from ..sim.policy_scheduler import WORKLOAD
 from ..sim.result import SimulationResult
 from ..sim.rounds import RoundRows
+from ..validation import check_bool, check_nonneg
 from .scheduler import OnlineScheduler
 
 __all__ = ["simulate_online"]
@@ -91,9 +91,8 @@ def simulate_online(scheduler: Any, workload: Any, cluster: Cluster, *, learn: b
         raise ValidationError(f"`cluster` must be a hetsched.Cluster; got {type(cluster).__name__}.")
     if opts.mechanism != "rounds":
         raise ValidationError("the online scheduler runs whole GPUs per round: `mechanism` must be 'rounds'.")
-    if isinstance(report_noise, bool) or not isinstance(report_noise, (int, float, np.integer, np.floating)) \
-            or not (math.isfinite(float(report_noise)) and report_noise >= 0):
-        raise ValidationError(f"`report_noise` must be a finite number >= 0; got {report_noise!r}.")
+    check_nonneg(report_noise, "report_noise")
+    check_bool(learn, "learn")
     sched = as_scheduler(scheduler, opts)
     trace = _trace(workload, opts, sched)
     w = _Workload.build(trace, cluster, opts, sched)

@@ -56,6 +56,15 @@ from ..sim.options import SimOptions
 from ..sim.placing import RoundPlacer
 from ..sim.policy_scheduler import WORKLOAD, PolicyState
 from ..sim.rounds import RoundRows, RoundView, check_rows
+from ..validation import (
+    check_bool,
+    check_int,
+    check_mapping,
+    check_nonempty_str,
+    check_nonneg,
+    check_positive,
+    check_real,
+)
 from .codec import StateEncodingError, decode, encode
 from .estimator import ThroughputEstimator
 from .sides import SPREAD, SideRates, bind_online, online_sensitivity, reference_rows
@@ -127,16 +136,6 @@ class OnlinePlan:
         cols = [c for c in ("job_id", "gpu_type", "gpus", "partner", "gpu_ids") if c in a]
         return (self.round_index, self.now, tuple(map(tuple, a[cols].astype(object).to_numpy().tolist())))
 
-
-def _finite(value: Any, name: str, *, low: float = -math.inf, low_open: bool = False, high: float = math.inf) -> float:
-    if isinstance(value, bool) or not isinstance(value, (int, float, np.integer, np.floating)):
-        raise ValidationError(f"`{name}` must be a finite number; got {value!r}.")
-    v = float(value)
-    if not math.isfinite(v) or (v <= low if low_open else v < low) or v > high:
-        rule = f"> {low}" if low_open else f">= {low}"
-        raise ValidationError(f"`{name}` must be a finite number {rule}"
-                              f"{'' if math.isinf(high) else f' and <= {high:g}'}; got {value!r}.")
-    return v
 
 
 def _has_job_tables(policy: Any) -> bool:
@@ -231,8 +230,7 @@ class OnlineScheduler:
                  synchronous: str = "FULL") -> None:
         if not isinstance(cluster, Cluster):
             raise ValidationError(f"`cluster` must be a hetsched.Cluster; got {type(cluster).__name__}.")
-        if not isinstance(learn, (bool, np.bool_)):
-            raise ValidationError(f"`learn` must be True or False; got {learn!r}.")
+        check_bool(learn, "learn")
         opts = options if options is not None else SimOptions()
         if not isinstance(opts, SimOptions):
             raise ValidationError(f"`options` must be a hetsched.SimOptions or None; got {type(options).__name__}.")
@@ -240,9 +238,9 @@ class OnlineScheduler:
             raise ValidationError(f"`options.mechanism` must be 'rounds' online (whole GPUs per round); "
                                   f"got {opts.mechanism!r}.")
         if solve_time_limit is not None:
-            _finite(solve_time_limit, "solve_time_limit", low=0.0, low_open=True)
+            check_positive(solve_time_limit, "solve_time_limit")
             opts = opts.replace(solve_time_limit=float(solve_time_limit))
-        self.round_seconds = _finite(round_seconds, "round_seconds", low=0.0, low_open=True)
+        self.round_seconds = check_positive(round_seconds, "round_seconds")
         self.cluster = cluster
         self.gpu_types = tuple(cluster.gpu_types)
         self.capacities = cluster.capacities(self.gpu_types).astype(np.int64)
@@ -427,25 +425,20 @@ class OnlineScheduler:
                 raise ValidationError(f"`job_id` must be a non-empty str or an int; got {job_id!r}.")
             if id_key(job_id) in self.jobs.index:
                 raise ValidationError(f"`job_id` {job_id!r} was already submitted (ids are unique per store).")
-            if job_type is not None and (not isinstance(job_type, str) or not job_type):
-                raise ValidationError(f"`job_type` must be a non-empty str or None; got {job_type!r}.")
-            if isinstance(scale_factor, bool) or not isinstance(scale_factor, (int, np.integer)) or scale_factor < 1:
-                raise ValidationError(f"`scale_factor` must be a positive int; got {scale_factor!r}.")
-            sf = int(scale_factor)
+            check_nonempty_str(job_type, "job_type", allow_none=True)
+            sf = check_int(scale_factor, "scale_factor", low=1)
             if sf > int(self.capacities.max()):
                 raise ValidationError(f"`scale_factor` {sf} is larger than every GPU type of the cluster "
                                       f"(largest: {int(self.capacities.max())} GPUs).")
-            w = _finite(weight, "weight", low=WEIGHT_RANGE[0], high=WEIGHT_RANGE[1])
-            total = None if total_steps is None else _finite(total_steps, "total_steps", low=0.0, low_open=True,
-                                                             high=STEPS_MAX)
+            w = check_real(weight, "weight", low=WEIGHT_RANGE[0], high=WEIGHT_RANGE[1])
+            total = check_real(total_steps, "total_steps", low=0.0, low_open=True, high=STEPS_MAX, allow_none=True)
             if total is None and "steps_remaining" in self._requires:
                 raise ValidationError(f"`total_steps` is required: policy {self._policy.name!r} needs remaining steps.")
-            if entity is not None and (not isinstance(entity, str) or not entity):
-                raise ValidationError(f"`entity` must be a non-empty str or None; got {entity!r}.")
+            check_nonempty_str(entity, "entity", allow_none=True)
             if entity is None and "entities" in self._requires:
                 raise ValidationError(f"`entity` is required: policy {self._policy.name!r} needs entities.")
-            arr = (self._last_now or 0.0) if arrival is None else _finite(arrival, "arrival")
-            dl = None if deadline is None else _finite(deadline, "deadline")
+            arr = (self._last_now or 0.0) if arrival is None else check_real(arrival, "arrival")
+            dl = check_real(deadline, "deadline", allow_none=True)
             profile = self._profile(throughputs, job_type, sf)
             if profile is not None and not (profile > 0).any() and not np.isnan(profile).any():
                 raise ValidationError(f"`throughputs` of job {job_id!r} are 0 on every GPU type; it could never run.")
@@ -477,14 +470,13 @@ class OnlineScheduler:
 
     def _rates(self, rates: Any, name: str) -> np.ndarray:
         """A mapping GPU type -> steps/s as a vector over the cluster's types (NaN: not given)."""
-        if not isinstance(rates, Mapping):
-            raise ValidationError(f"`{name}` must be a mapping GPU type -> steps/s; got {type(rates).__name__}.")
+        check_mapping(rates, name, rule="a mapping GPU type -> steps/s")
         out = np.full(len(self.gpu_types), np.nan)
         for t, v in rates.items():
             if t not in self.gpu_types:
                 raise ValidationError(f"`{name}` names GPU type {t!r}, which the cluster lacks "
                                       f"(types: {list(self.gpu_types)}).")
-            x = _finite(v, f"{name}[{t!r}]", low=0.0, high=THROUGHPUT_RANGE[1])
+            x = check_real(v, f"{name}[{t!r}]", low=0.0, high=THROUGHPUT_RANGE[1])
             if 0 < x < THROUGHPUT_RANGE[0]:
                 raise ValidationError(f"`{name}[{t!r}]` must be 0 or in [{THROUGHPUT_RANGE[0]:g}, "
                                       f"{THROUGHPUT_RANGE[1]:g}] steps/s; got {v!r}.")
@@ -522,15 +514,14 @@ class OnlineScheduler:
         prof = self.estimator.profile(job_type, sf)
         if throughputs is None:
             return prof
-        if not isinstance(throughputs, Mapping):
-            raise ValidationError(f"`throughputs` must be a mapping GPU type -> steps/s; got {type(throughputs).__name__}.")
+        check_mapping(throughputs, "throughputs", rule="a mapping GPU type -> steps/s")
         col = {t: k for k, t in enumerate(self.gpu_types)}
         out = np.full(len(self.gpu_types), np.nan) if prof is None else prof
         for t, v in throughputs.items():
             if t not in col:
                 raise ValidationError(f"`throughputs` names GPU type {t!r}, which the cluster lacks "
                                       f"(types: {list(self.gpu_types)}).")
-            x = _finite(v, f"throughputs[{t!r}]", low=0.0, high=THROUGHPUT_RANGE[1])
+            x = check_real(v, f"throughputs[{t!r}]", low=0.0, high=THROUGHPUT_RANGE[1])
             if 0 < x < THROUGHPUT_RANGE[0]:
                 raise ValidationError(f"`throughputs[{t!r}]` must be 0 or in [{THROUGHPUT_RANGE[0]:g}, "
                                       f"{THROUGHPUT_RANGE[1]:g}] steps/s; got {v!r}.")
@@ -541,7 +532,7 @@ class OnlineScheduler:
         with self._lock:
             self._usable()
             num = self._num(job_id)
-            t = None if now is None else _finite(now, "now")
+            t = check_real(now, "now", allow_none=True)
             with self._store.transaction() as cur:
                 cur.execute("UPDATE jobs SET status = ?, finish = ? WHERE num = ?", (status, t, num))
                 cur.execute("UPDATE meta SET value = '1' WHERE key = 'changed'")
@@ -597,11 +588,9 @@ class OnlineScheduler:
                 raise ValidationError(f"`gpu_type` must be one of the cluster's types {list(self.gpu_types)}; "
                                       f"got {gpu_type!r}.")
             k = self.gpu_types.index(gpu_type)
-            st = _finite(steps, "steps", low=0.0)
-            sec = _finite(seconds, "seconds", low=0.0, low_open=True)
-            if not isinstance(spread, (bool, np.bool_)):
-                raise ValidationError(f"`spread` must be True or False; got {spread!r}.")
-            other = self._other(num, partner, bool(spread))
+            st = check_nonneg(steps, "steps")
+            sec = check_positive(seconds, "seconds")
+            other = self._other(num, partner, check_bool(spread, "spread"))
             factor = self._factor(num, k, gpus)
             J = self.jobs
             learn = self.learn and (other is not None or factor is not None)
@@ -661,8 +650,7 @@ class OnlineScheduler:
         """What a report on ``gpus`` GPUs of type ``k`` is divided by to give the job's own rate
         (None: it cannot be scaled, learn nothing)."""
         sf = int(self.jobs.sf[num])
-        if gpus is not None and (isinstance(gpus, bool) or not isinstance(gpus, (int, np.integer)) or gpus < 1):
-            raise ValidationError(f"`gpus` must be a positive int or None; got {gpus!r}.")
+        check_int(gpus, "gpus", low=1, allow_none=True)
         row = self._lease_row(num, k)
         if gpus is None:
             gpus = sf if row is None else int(self._rows.gpus[row])
@@ -735,9 +723,7 @@ class OnlineScheduler:
         with self._lock:
             self._usable()
             num = self._num(job_id, need_active=False)
-            if not isinstance(spread, (bool, np.bool_)):
-                raise ValidationError(f"`spread` must be True or False; got {spread!r}.")
-            other = self._other(num, partner, bool(spread))
+            other = self._other(num, partner, check_bool(spread, "spread"))
             if other is None:
                 raise ValidationError("give `partner` (a pair rate) or `spread=True` (a spread rate); the job's own "
                                       "rates are in estimates().")
@@ -819,7 +805,7 @@ class OnlineScheduler:
         """
         with self._lock:
             self._usable()
-            t = _finite(now, "now")
+            t = check_real(now, "now")
             if self._last_now is not None and t < self._last_now:
                 raise ValidationError(f"`now` must not go back: the last plan was at {self._last_now!r}; got {now!r}.")
             try:

@@ -66,6 +66,7 @@ from typing import Any
 import numpy as np
 
 from ..errors import HetschedError, ValidationError
+from ..validation import fail
 from .codec import apply_delta, pack_delta, pack_full, unpack_full
 
 __all__ = ["MAX_DELTAS", "SCHEMA_VERSION", "ArrayTable", "Store", "StoreCorruptError", "StoreError", "StoreLockedError", "StoreVersionError"]
@@ -197,9 +198,9 @@ class Store:
 
     def __init__(self, path: str | os.PathLike | None, *, synchronous: str = "FULL") -> None:
         if path is not None and not isinstance(path, (str, os.PathLike)):
-            raise ValidationError(f"`store` must be a file path or None; got {type(path).__name__}.")
+            raise fail("store", "a file path or None", path, shown=type(path).__name__)
         if not isinstance(synchronous, str) or synchronous.upper() not in _SYNC:
-            raise ValidationError(f"`synchronous` must be one of {list(_SYNC)}; got {synchronous!r}.")
+            raise fail("synchronous", f"one of {list(_SYNC)}", synchronous)
         self.path = None if path is None else Path(path)
         self._lock_fd: int | None = None
         self.conn: sqlite3.Connection | None = None

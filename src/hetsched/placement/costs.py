@@ -50,12 +50,12 @@ is placed. The unscheduled cost of job ``j`` (position ``i`` of ``n`` in the pla
 from __future__ import annotations
 
 import logging
-import math
 from dataclasses import dataclass, fields
 
 import numpy as np
 
 from ..errors import ValidationError
+from ..validation import check_nonneg
 
 __all__ = ["PlacementCosts", "integer_costs", "COST_SCALE"]
 
@@ -95,7 +95,7 @@ class PlacementCosts:
     >>> PlacementCosts(spread=-1)
     Traceback (most recent call last):
     ...
-    hetsched.errors.ValidationError: `costs.spread` must be a finite non-negative number; got -1.
+    hetsched.errors.ValidationError: `costs.spread` must be a finite number >= 0; got -1.
     """
 
     unscheduled: float = 1000.0
@@ -109,18 +109,7 @@ class PlacementCosts:
 
     def __post_init__(self) -> None:
         for f in fields(self):
-            value = getattr(self, f.name)
-            try:
-                fvalue = float(value)
-            except (TypeError, ValueError):
-                raise ValidationError(
-                    f"`costs.{f.name}` must be a finite non-negative number; got {value!r}."
-                ) from None
-            if isinstance(value, bool) or not math.isfinite(fvalue) or fvalue < 0:
-                raise ValidationError(
-                    f"`costs.{f.name}` must be a finite non-negative number; got {value!r}."
-                )
-            object.__setattr__(self, f.name, fvalue)
+            object.__setattr__(self, f.name, check_nonneg(getattr(self, f.name), f"costs.{f.name}"))
         if self.unscheduled <= self.spread + self.migration + self.fragmentation:
             log.warning(
                 "placement costs: unscheduled (%g) <= spread + migration + fragmentation (%g); "

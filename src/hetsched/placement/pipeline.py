@@ -11,6 +11,7 @@ import numpy as np
 from ..errors import ValidationError
 from ..inputs.cluster import Cluster
 from ..inputs.topology import Topology
+from ..validation import check_bool, check_choice
 from .costs import PlacementCosts
 from .network import build_network
 from .readback import read_back
@@ -107,13 +108,10 @@ def place(
         costs = PlacementCosts()
     elif not isinstance(costs, PlacementCosts):
         raise ValidationError(f"`costs` must be a PlacementCosts; got {type(costs).__name__}.")
-    if not isinstance(solver, str) or solver not in FLOW_SOLVERS:
-        raise ValidationError(f"`solver` must be one of {sorted(FLOW_SOLVERS)}; got {solver!r}.")
-    if order not in ("best_fit", "arbitrary"):
-        raise ValidationError(f"`order` must be 'best_fit' or 'arbitrary'; got {order!r}.")
-    for flag, value in (("allow_overcommit", allow_overcommit), ("backfill", backfill)):
-        if not isinstance(value, (bool, np.bool_)):
-            raise ValidationError(f"`{flag}` must be a bool; got {value!r}.")
+    check_choice(solver, "solver", sorted(FLOW_SOLVERS))
+    check_choice(order, "order", ("best_fit", "arbitrary"))
+    check_bool(allow_overcommit, "allow_overcommit")
+    check_bool(backfill, "backfill")
     req = make_request(
         topo,
         job_ids,

@@ -16,6 +16,7 @@ import pandas as pd
 
 from ..errors import ValidationError
 from ..inputs.topology import Topology
+from ..validation import check_bool, check_integer_array, check_matrix
 
 __all__ = ["PlacementRequest", "make_request"]
 
@@ -129,14 +130,9 @@ def make_request(
     sizes = np.asarray(num_gpus)
     if sizes.shape != (n,):
         raise ValidationError(f"`num_gpus` must have shape ({n},) like `job_ids`; got {sizes.shape}.")
-    if n:
-        if sizes.dtype == bool or not (np.issubdtype(sizes.dtype, np.integer) or np.issubdtype(sizes.dtype, np.floating)):
-            raise ValidationError(f"`num_gpus` must hold positive integers; got dtype {sizes.dtype}.")
-        bad = ~np.isfinite(sizes.astype(float)) | (sizes < 1) | (sizes != np.round(sizes))
-        if np.any(bad):
-            j = int(np.flatnonzero(bad)[0])
-            raise ValidationError(f"`num_gpus[{j}]` (job {_jid(ids[j])!r}) must be a positive integer; got {_jid(sizes[j])!r}.")
-    size = sizes.astype(np.int64)
+    if n and (sizes.dtype == bool or not (np.issubdtype(sizes.dtype, np.integer) or np.issubdtype(sizes.dtype, np.floating))):
+        raise ValidationError(f"`num_gpus` must hold positive integers; got dtype {sizes.dtype}.")
+    size = check_integer_array(sizes.astype(float), "num_gpus", lambda j: f"job {_jid(ids[j])!r}")
 
     # --- waiting
     if waiting is None:
@@ -145,12 +141,7 @@ def make_request(
         wait = np.asarray(waiting, dtype=float)
         if wait.shape != (n,):
             raise ValidationError(f"`waiting` must have shape ({n},) like `job_ids`; got {wait.shape}.")
-        bad = ~np.isfinite(wait) | (wait < 0)
-        if np.any(bad):
-            j = int(np.flatnonzero(bad)[0])
-            raise ValidationError(
-                f"`waiting[{j}]` (job {_jid(ids[j])!r}) must be a finite non-negative number; got {_jid(wait[j])!r}."
-            )
+        check_matrix(wait, "waiting", where=lambda idx: f"job {_jid(ids[idx[0]])!r}")
 
     # --- blocked GPUs
     usable = np.ones(topology.n_gpus, dtype=bool)
@@ -176,8 +167,7 @@ def make_request(
 
     # --- previous placement
     prev_offset, prev_gpu, prev_same = _previous(topology, index, ids, job_type, usable, previous)
-    if not isinstance(split_large_jobs, (bool, np.bool_)):
-        raise ValidationError(f"`split_large_jobs` must be a bool; got {split_large_jobs!r}.")
+    check_bool(split_large_jobs, "split_large_jobs")
     return PlacementRequest(
         topology=topology,
         job_ids=ids,

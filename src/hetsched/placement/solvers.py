@@ -19,7 +19,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..errors import SolverError, ValidationError
+from ..errors import SolverError
+from ..validation import check_choice
 from .network import FlowNetwork
 
 __all__ = ["FlowSolution", "solve_flow", "FLOW_SOLVERS"]
@@ -115,9 +116,6 @@ def solve_flow(net: FlowNetwork, solver: str = "ortools") -> FlowSolution:
     SolverError
         If the solver fails (it never should: every job has an unscheduled arc).
     """
-    fn = FLOW_SOLVERS.get(solver) if isinstance(solver, str) else None
-    if fn is None:
-        raise ValidationError(f"`solver` must be one of {sorted(FLOW_SOLVERS)}; got {solver!r}.")
-    sol = fn(net)
+    sol = FLOW_SOLVERS[check_choice(solver, "solver", sorted(FLOW_SOLVERS))](net)
     log.debug("%s min-cost flow: cost %d in %.3fs (%d arcs)", solver, sol.cost, sol.solve_s, net.n_arcs)
     return sol

@@ -61,7 +61,6 @@ Two 1-GPU jobs and one GPU, one queue threshold at 100 GPU-seconds; job "a" runs
 from __future__ import annotations
 
 import logging
-import math
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -75,6 +74,13 @@ from ..inputs.cluster import Cluster
 from ..inputs.jobs import JobSet
 from ..mechanism.packing import greedy_pack, greedy_pack_blocking
 from ..mechanism.plan import RoundPlan
+from ..validation import (
+    check_bool,
+    check_choice,
+    check_matrix,
+    check_positive,
+    check_real,
+)
 from .gittins import ServiceDistribution, gittins_index
 
 __all__ = ["Tiresias", "TiresiasPlan", "TiresiasState", "SERVICES", "ORDERS"]
@@ -141,9 +147,7 @@ class TiresiasState:
     @classmethod
     def empty(cls, start_time: float = 0.0) -> TiresiasState:
         """A state that knows no job, with the clock at ``start_time``."""
-        t = float(start_time)
-        if not math.isfinite(t):
-            raise ValidationError(f"`start_time` must be finite; got {start_time!r}.")
+        t = check_real(start_time, "start_time")
         z = np.zeros(0)
         zi = np.zeros(0, dtype=np.int64)
         return cls(job_ids=np.zeros(0, dtype=np.int64), attained=z, total_service=z, executed=z, pending=z,
@@ -289,29 +293,20 @@ class Tiresias:
             raise ValidationError(
                 f"`thresholds` must be strictly increasing positive numbers; got {list(self.thresholds)!r}."
             )
-        k = self.promote_knob
-        if k is not None and (isinstance(k, bool) or not isinstance(k, (int, float, np.integer, np.floating))
-                              or not math.isfinite(k) or k <= 0):
-            raise ValidationError(f"`promote_knob` must be a positive number or None; got {k!r}.")
+        check_positive(self.promote_knob, "promote_knob", allow_none=True)
         if self.distribution is not None and not isinstance(self.distribution, ServiceDistribution):
             raise ValidationError(
                 f"`distribution` must be a ServiceDistribution (e.g. ServiceDistribution(past_sizes)); "
                 f"got {type(self.distribution).__name__}."
             )
-        if self.order is not None and self.order not in ORDERS:
-            raise ValidationError(f"`order` must be one of {list(ORDERS)}; got {self.order!r}.")
+        if self.order is not None:
+            check_choice(self.order, "order", ORDERS)
         if self.within_order == "gittins" and self.distribution is None:
             raise ValidationError("`order='gittins'` needs a job-size `distribution`.")
-        if self.service not in SERVICES:
-            raise ValidationError(f"`service` must be one of {list(SERVICES)}; got {self.service!r}.")
-        if self.gittins_quantum is not None:
-            q = self.gittins_quantum
-            if isinstance(q, bool) or not isinstance(q, (int, float, np.integer, np.floating)) or not (
-                    math.isfinite(q) and q > 0):
-                raise ValidationError(f"`gittins_quantum` must be a positive number or None; got {q!r}.")
+        check_choice(self.service, "service", SERVICES)
+        check_positive(self.gittins_quantum, "gittins_quantum", allow_none=True)
         for flag in ("sticky", "running_first", "backfill"):
-            if not isinstance(getattr(self, flag), (bool, np.bool_)):
-                raise ValidationError(f"`{flag}` must be True or False; got {getattr(self, flag)!r}.")
+            check_bool(getattr(self, flag), flag)
 
     # ------------------------------------------------------------ properties
     @property
@@ -392,9 +387,7 @@ class Tiresias:
             raise ValidationError(f"`jobs` must be a hetsched.JobSet; got {type(jobs).__name__}.")
         if not isinstance(cluster, Cluster):
             raise ValidationError(f"`cluster` must be a hetsched.Cluster; got {type(cluster).__name__}.")
-        L = float(round_seconds)
-        if isinstance(round_seconds, bool) or not math.isfinite(L) or L <= 0:
-            raise ValidationError(f"`round_seconds` must be a positive number of seconds; got {round_seconds!r}.")
+        L = check_positive(round_seconds, "round_seconds", unit="seconds")
         order, al = self.priority_order(jobs, state)
         n, m = jobs.n_jobs, jobs.n_types
         types = tuple(jobs.gpu_types)
@@ -530,8 +523,7 @@ class Tiresias:
                 raise ValidationError(
                     f"`seconds` must be a number or one number per job of the plan ({n}); got {seconds!r:.80}."
                 ) from None
-            if (~np.isfinite(ran) | (ran < 0)).any():
-                raise ValidationError("`seconds` must be finite and non-negative.")
+            check_matrix(ran, "seconds")
         if seconds is not None and np.ndim(seconds) == 0:
             L = float(seconds)
         else:
@@ -552,8 +544,7 @@ class Tiresias:
                 inc = np.broadcast_to(np.asarray(progress, dtype=float), (n,)).copy()
             except (TypeError, ValueError):
                 raise ValidationError(f"`progress` must be one number per job of the plan ({n}).") from None
-            if (~np.isfinite(inc) | (inc < 0)).any():
-                raise ValidationError("`progress` must be finite and non-negative.")
+            check_matrix(inc, "progress")
         inc = np.where(running, inc, 0.0)
         attained = al["attained"] + inc
         total = al["total_service"] + inc

@@ -45,6 +45,7 @@ from ..errors import ValidationError
 from ..formulations.base import Policy, make_policy
 from ..mechanism import ShareHistory, carve_shares, plan_round_arrays
 from ..mechanism.plan import MODES, RULES
+from ..validation import check_bool, check_choice, check_nonneg, check_positive, fail
 from .rounds import RoundRows, RoundView
 
 __all__ = ["PolicyScheduler", "PolicyState", "WORKLOAD", "ARRIVALS"]
@@ -146,30 +147,20 @@ class PolicyScheduler:
                  solver_options: Mapping[str, Any] | None = None, min_solve_interval: float = 0.0,
                  arrivals: str = "carve", backfill: bool = True) -> None:
         self.policy = make_policy(policy)
+        period_rule = "'on_change' or a positive finite number of seconds"
         if isinstance(reallocate, str):
             if reallocate != "on_change":
-                raise ValidationError(
-                    f"`reallocate` must be 'on_change' or a positive number of seconds; got {reallocate!r}.")
+                raise fail("reallocate", period_rule, reallocate)
             self.period: float | None = None
         else:
-            if isinstance(reallocate, bool) or not isinstance(reallocate, (int, float, np.integer, np.floating)) \
-                    or not (math.isfinite(float(reallocate)) and reallocate > 0):
-                raise ValidationError(
-                    f"`reallocate` must be 'on_change' or a positive finite number of seconds; got {reallocate!r}.")
-            self.period = float(reallocate)
-        if mode not in MODES:
-            raise ValidationError(f"`mode` must be one of {list(MODES)}; got {mode!r}.")
-        if rule not in RULES:
-            raise ValidationError(f"`rule` must be one of {list(RULES)}; got {rule!r}.")
+            self.period = check_positive(reallocate, "reallocate", rule=period_rule)
+        check_choice(mode, "mode", MODES)
+        check_choice(rule, "rule", RULES)
         for name, val in (("work_conserving", work_conserving), ("reset_shares", reset_shares),
                           ("backfill", backfill)):
-            if not isinstance(val, (bool, np.bool_)):
-                raise ValidationError(f"`{name}` must be True or False; got {val!r}.")
-        if isinstance(min_solve_interval, bool) or not isinstance(min_solve_interval, (int, float, np.integer, np.floating)) \
-                or not (math.isfinite(float(min_solve_interval)) and min_solve_interval >= 0):
-            raise ValidationError(f"`min_solve_interval` must be a finite number of seconds >= 0; got {min_solve_interval!r}.")
-        if arrivals not in ARRIVALS:
-            raise ValidationError(f"`arrivals` must be one of {list(ARRIVALS)}; got {arrivals!r}.")
+            check_bool(val, name)
+        check_nonneg(min_solve_interval, "min_solve_interval", unit="seconds")
+        check_choice(arrivals, "arrivals", ARRIVALS)
         self.backfill = bool(backfill)
         self.min_solve_interval = float(min_solve_interval)
         self.arrivals = arrivals

@@ -12,7 +12,8 @@ from typing import Any
 
 import numpy as np
 
-from ..errors import CapabilityError, SolverError, ValidationError
+from ..errors import CapabilityError, SolverError
+from ..validation import check_mapping, check_positive
 from .base import Capabilities, SolverOutput
 from .fallback import EXACT_BACKEND, exact_options, fallback_reason
 from .highs_session import HighsSession
@@ -43,16 +44,8 @@ class SolveContext:
         time_limit: float | None = None,
         options: Mapping[str, Any] | None = None,
     ) -> None:
-        if time_limit is not None:
-            try:
-                tl = float(time_limit)
-            except (TypeError, ValueError):
-                raise ValidationError(f"`time_limit` must be a positive number of seconds; got {time_limit!r}.") from None
-            if not np.isfinite(tl) or tl <= 0:
-                raise ValidationError(f"`time_limit` must be a positive number of seconds; got {time_limit!r}.")
-            time_limit = tl
-        if options is not None and not isinstance(options, Mapping):
-            raise ValidationError(f"`options` must be a mapping; got {type(options).__name__}.")
+        time_limit = check_positive(time_limit, "time_limit", unit="seconds", allow_none=True)
+        check_mapping(options, "options", allow_none=True)
         self.solver = solver
         if solver != "auto":
             get_backend(solver)  # raises UnknownSolverError with the list of installed ones

@@ -19,12 +19,13 @@ import re
 import tempfile
 import time
 import warnings
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 import numpy as np
 
 from ..errors import SolverError, ValidationError
+from ..validation import check_bool, check_int, check_nonneg
 from .base import (
     Backend,
     Capabilities,
@@ -52,11 +53,12 @@ STATUS_TABLE: dict[tuple[int, int], str] = {
     (-2, -2): "unbounded",
 }
 
-#: Options accepted (passed to ``pulp.PULP_CBC_CMD``) and a check of each value.
-OPTION_KEYS: dict[str, tuple[str, Any]] = {
-    "msg": ("a bool", lambda v: isinstance(v, (bool, np.bool_))),
-    "gapRel": ("a number >= 0", lambda v: isinstance(v, (int, float)) and not isinstance(v, bool) and v >= 0),
-    "threads": ("a positive int", lambda v: isinstance(v, (int, np.integer)) and not isinstance(v, bool) and v >= 1),
+#: Options accepted (passed to ``pulp.PULP_CBC_CMD``) and the rule of each value
+#: (``rule(value, name)`` raises :class:`ValidationError`; see :mod:`hetsched.validation`).
+OPTION_KEYS: dict[str, Callable[[Any, str], Any]] = {
+    "msg": check_bool,
+    "gapRel": check_nonneg,
+    "threads": lambda v, name: check_int(v, name, low=1),
 }
 
 _NUMBER = r"([-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?)"
@@ -106,9 +108,7 @@ def _check_options(options: Mapping[str, Any] | None) -> dict[str, Any]:
             raise ValidationError(
                 f"`options[{key!r}]` is not a PuLP/CBC option this backend accepts; use one of {sorted(OPTION_KEYS)}."
             )
-        rule, ok = OPTION_KEYS[key]
-        if not ok(value):
-            raise ValidationError(f"`options[{key!r}]` must be {rule}; got {value!r}.")
+        OPTION_KEYS[key](value, f"options[{key!r}]")
     return opts
 
 

@@ -18,6 +18,7 @@ from typing import Any
 import numpy as np
 
 from ...errors import ValidationError
+from ...validation import check_choice, check_int, check_real, fail
 from ..base import Backend, Capabilities, SolverOutput
 from ..program import LinearProgram
 from ..registry import choose_auto, get_backend, register_backend
@@ -43,25 +44,24 @@ def structured_options(options: Mapping[str, Any] | None) -> tuple[StructuredOpt
     opts = dict(options or {})
     fallback = opts.pop("fallback", "auto")
     if not isinstance(fallback, str):
-        raise ValidationError(f"`options['fallback']` must be a backend name, 'auto' or 'none'; got {fallback!r}.")
+        raise fail("options['fallback']", "a backend name, 'auto' or 'none'", fallback)
     unknown = sorted(set(opts) - set(_OPTION_NAMES))
     if unknown:
         raise ValidationError(
             f"`options` for solver 'structured' must be among {[*_OPTION_NAMES, 'fallback']}; got {unknown}."
         )
     for key in ("gap_tol", "margin", "bin_width", "coarse_gap", "lagrangian_tol"):
-        if key in opts and not (isinstance(opts[key], (int, float)) and 0 < float(opts[key]) < 1):
-            raise ValidationError(f"`options[{key!r}]` must be a number in (0, 1); got {opts[key]!r}.")
+        if key in opts:
+            check_real(opts[key], f"options[{key!r}]", low=0.0, high=1.0, low_open=True, high_open=True)
     for key in ("group_ratio", "column_ratio"):
-        if key in opts and not (isinstance(opts[key], (int, float)) and opts[key] > 1):
-            raise ValidationError(f"`options[{key!r}]` must be a number > 1; got {opts[key]!r}.")
+        if key in opts:
+            check_real(opts[key], f"options[{key!r}]", low=1.0, low_open=True)
     for key, low in (("sample_factor", 2), ("base_size", 1), ("max_rounds", 1), ("coarse_rounds", 0), ("floor_coarse_rounds", 0), ("seed", 0),
                      ("lagrangian_iters", 1), ("max_add", 1)):
-        if key in opts and (isinstance(opts[key], bool) or not isinstance(opts[key], (int, np.integer))
-                            or opts[key] < low):
-            raise ValidationError(f"`options[{key!r}]` must be an integer >= {low}; got {opts[key]!r}.")
-    if "init" in opts and opts["init"] not in _INITS:
-        raise ValidationError(f"`options['init']` must be one of {list(_INITS)}; got {opts['init']!r}.")
+        if key in opts:
+            check_int(opts[key], f"options[{key!r}]", low=low)
+    if "init" in opts:
+        check_choice(opts["init"], "options['init']", _INITS)
     return StructuredOptions(**opts), fallback
 
 
