@@ -262,3 +262,25 @@ def test_cap_search_on_many_caps_keeps_the_pareto_property(seed):
     best = pareto_rises(a, s, C, sh)
     worst = float(np.max((best - sh) / np.maximum(sh, 1e-12)))
     assert worst < 1e-3, worst
+
+
+@pytest.mark.parametrize("seed", range(3))
+@pytest.mark.parametrize("policy", ["max_min_fairness_water_filling", "hierarchical_max_min_fairness"])
+def test_cap_search_shortcuts_change_nothing_but_the_lp_count(seed, policy, monkeypatch):
+    """The cap search's galloping start and its guesses from failed probes only choose which
+    caps to probe: the allocation's shares equal those of a plain bisection."""
+    import hetsched.formulations.water_filling as wf
+
+    rng = np.random.default_rng(50 + seed)
+    n = 300
+    T = np.exp(rng.normal(0.0, 1.0, (n, 3)))
+    kw = {"entities": rng.choice(["a", "b", "c", "d"], n)} if policy.startswith("hier") else {}
+    jobs = hs.JobSet(T, gpu_types=["g0", "g1", "g2"], scale_factors=rng.choice([1, 2], n), **kw)
+    cluster = hs.Cluster({"g0": n // 2, "g1": n // 2, "g2": n // 2})
+    fast = hs.solve(policy, jobs, cluster, aggregate=False)
+    monkeypatch.setattr(wf, "_gallop_step", lambda hint, n_caps: 0)
+    monkeypatch.setattr(wf, "_binding_cap_guess", lambda *args: None)
+    plain = hs.solve(policy, jobs, cluster, aggregate=False)
+    assert fast.success and plain.success
+    a = shares_matrix(T, jobs.scale_factors, np.ones(n), cluster.capacities(jobs.gpu_types))
+    np.testing.assert_allclose(np.sort((a * fast.X).sum(1)), np.sort((a * plain.X).sum(1)), rtol=1e-6, atol=1e-9)

@@ -369,9 +369,20 @@ def _cap_search(model: "_LevelModel", out, level: float, margin: float, active: 
     vals = np.unique(caps[active])
     best_i, best_out, best_margin = 0, out, margin
     lo, hi = 1, vals.size - 1
+    # when the last search froze few caps, gallop up from the lowest cap (first step: what
+    # it froze) until a probe fails; otherwise (and after that) bisect, taking the guesses
+    # failed probes give (_binding_cap_guess) while they fall inside the bracket
+    step = _gallop_step(model.cap_hint, vals.size)
+    gallop, guess = step > 0, None
     try:
         while lo <= hi and model.solves < max_lps:
-            mid = (lo + hi) // 2
+            if guess is not None and lo <= guess <= hi:
+                mid = guess
+            elif step:
+                mid = min(hi, best_i + step)
+            else:
+                mid = (lo + hi) // 2
+            guess = None
             c = float(vals[mid])
             # every active row is set: a row asked for u_g / c' by an earlier probe is reset
             model.set_level_coefficients(active, np.minimum(caps[active] / c, 1.0))
@@ -383,16 +394,47 @@ def _cap_search(model: "_LevelModel", out, level: float, margin: float, active: 
             if t >= c - m:
                 best_i, best_out, best_margin = mid, probe, m
                 lo = mid + 1
+                step = 2 * step if (step and gallop) else 0
             else:
                 hi = mid - 1
+                step = 0
+                guess = _binding_cap_guess(model, probe, active, c, vals)
     finally:
         model.set_level_coefficients(active, np.ones(int(active.sum())))
+    model.cap_hint = best_i
     c = float(vals[best_i])
     groups = active & (caps <= c)
     # the solution kept meets row_g >= W_g u_g (t / c) >= W_g u_g (1 - best_margin / c)
     rel = max(best_margin, margin if best_i == 0 else 0.0) / c
     floors = caps[groups] * (1.0 - rel)
     return groups, floors, caps[groups] * rel, best_out
+
+
+def _gallop_step(hint: int | None, n_caps: int) -> int:
+    """First galloping step of a cap search (0: bisect): what the last search froze, when
+    that was few of the caps (on distinct jobs under hierarchical fairness most searches
+    freeze a handful of 2,000 caps; water filling's first search freezes most of them)."""
+    return max(1, hint) if hint is not None and hint < n_caps / 8 else 0
+
+
+def _binding_cap_guess(model: "_LevelModel", probe, active: np.ndarray, c: float, vals: np.ndarray) -> int | None:
+    """After an unreachable probe at c, a guess at the index of the largest reachable cap:
+    below the smallest cap among the capped groups whose level rows bind (positive dual:
+    such a group held the level down, so caps from its own up are likely out of reach), else
+    the largest cap at most the level t the probe reached. None when that is the lowest cap.
+    Only a guess: the search keeps its bracket and bisects when a guess falls outside it."""
+    idx = np.flatnonzero(active)
+    capped = model.caps[idx] <= c
+    if probe.row_dual is not None:
+        binding = capped & (np.abs(probe.row_dual[model.level_rows[idx]]) > 1e-9)
+        if binding.any():
+            j = int(np.searchsorted(vals, float(model.caps[idx][binding].min()))) - 1
+            return j if j >= 1 else None
+    # the level the probe reached: every group held min(u_g, c) t / c, so caps up to t are
+    # the likely reachable ones
+    t = float(probe.x[model.t])
+    j = int(np.searchsorted(vals, t, side="right")) - 1
+    return j if j >= 1 else None
 
 
 class _LevelModel:
@@ -464,15 +506,19 @@ class _LevelModel:
         # its best type): sum_j max_k a_jk / W_g
         self.caps = np.bincount(group_of, weights=np.where(a > 0, a, 0.0).max(axis=1, initial=0.0),
                                 minlength=n_groups) / weight
+        #: caps the last cap search froze above the lowest (None before the first search)
+        self.cap_hint: int | None = None
 
     def set_level_coefficients(self, groups: np.ndarray, factor: np.ndarray) -> None:
         """Level rows of ``groups`` (boolean mask) read ``... - W_g factor_g t``: the group is
         asked for ``factor_g`` times the level (1 restores the plain row)."""
-        rows = self.level_rows[groups]
-        vals = -self.weight[groups] * factor
-        self.A.data[self.t_pos[groups]] = vals
-        if self.session is not None:
-            self.session.set_coeffs(rows, self.t, vals)
+        idx = np.flatnonzero(groups)
+        vals = -self.weight[idx] * factor
+        changed = self.A.data[self.t_pos[idx]] != vals  # only coefficients that move reach the solver
+        idx, vals = idx[changed], vals[changed]
+        self.A.data[self.t_pos[idx]] = vals
+        if self.session is not None and idx.size:
+            self.session.set_coeffs(self.level_rows[idx], self.t, vals)
 
     def violation(self, x: np.ndarray) -> float:
         """Largest bound or row violation of ``x`` in the current program (0 when feasible)."""
