@@ -14,6 +14,8 @@ job when it cannot rise by 1e-4 relative, so it may stop early). Writes ``benchm
     python benchmarks/water_filling.py --quick     # n = 128, 512 (reference at both)
     python benchmarks/water_filling.py             # n = 512, 2048 (reference at both)
     python benchmarks/water_filling.py --sizes 8192 --ref-max-n 0   # larger, hetsched only
+    python benchmarks/water_filling.py --workload distinct --sizes 512 2048 --ref-max-n 512
+                                                   # every throughput differs: no classes
 """
 
 from __future__ import annotations
@@ -50,8 +52,16 @@ def lex_better(ours: np.ndarray, theirs: np.ndarray, rtol: float = 1e-7) -> str:
     return "hetsched" if ours[differ[0]] > theirs[differ[0]] else "reference"
 
 
+def distinct_jobs(n: int) -> hs.JobSet:
+    """Jobs whose throughputs all differ (lognormal, seeded): nothing aggregates, as with
+    throughputs measured per job (Gavel's physical mode, Sia's goodput estimates)."""
+    rng = np.random.default_rng([0, n])
+    return hs.JobSet(np.exp(rng.normal(0.0, 1.0, (n, len(TYPES)))), gpu_types=TYPES,
+                     scale_factors=rng.choice([1, 2, 4], n, p=[0.7, 0.2, 0.1]))
+
+
 def run(n: int, cat, source: str, with_ref: bool, ref_limit: float) -> dict:
-    jobs = hs.sample_jobs(cat, n, seed=n).jobs
+    jobs = distinct_jobs(n) if source == "distinct" else hs.sample_jobs(cat, n, seed=n).jobs
     cluster = hs.Cluster({t: n // 2 for t in TYPES})
     t0 = time.perf_counter()
     res = hs.solve("max_min_fairness_water_filling", jobs, cluster)
@@ -86,12 +96,20 @@ def main(argv=None) -> int:
     ap.add_argument("--ref-max-n", type=int, default=None, help="largest n with the reference")
     ap.add_argument("--sizes", type=int, nargs="+", default=None, help="job counts (overrides the defaults)")
     ap.add_argument("--ref-limit", type=float, default=900.0, help="seconds before the reference gives up")
-    ap.add_argument("--out", type=Path, default=Path(__file__).resolve().parent / "results" / "water_filling.csv")
+    ap.add_argument("--workload", choices=("catalogue", "distinct"), default="catalogue",
+                    help="catalogue jobs (default) or jobs whose throughputs all differ")
+    ap.add_argument("--out", type=Path, default=None,
+                    help="CSV (default results/water_filling.csv, or water_filling_distinct.csv)")
     args = ap.parse_args(argv)
+    if args.out is None:
+        name = "water_filling.csv" if args.workload == "catalogue" else "water_filling_distinct.csv"
+        args.out = Path(__file__).resolve().parent / "results" / name
     # 8,192 is behind --sizes: its no-aggregation solve ran for more than 8 minutes
     sizes = args.sizes or ([128, 512] if args.quick else [512, 2048])
     ref_max = args.ref_max_n if args.ref_max_n is not None else (512 if args.quick else 2048)
     cat, source = catalogue()
+    if args.workload == "distinct":
+        source = "distinct"
     hs.solve("max_min_fairness_water_filling", hs.sample_jobs(cat, 32, seed=1).jobs, hs.Cluster({t: 16 for t in TYPES}))
     rows = []
     cols = ["jobs", "classes", "levels", "hetsched_s", "lp_solves", "no_aggregation_s", "reference_s",
