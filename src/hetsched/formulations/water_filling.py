@@ -356,8 +356,11 @@ def _cap_search(model: "_LevelModel", out, level: float, margin: float, active: 
     next level that capacity imposes is at least c). Reachability is monotone in c and is
     tested by one always-feasible LP: the rows of groups with :math:`u_g \le c` ask for
     :math:`t u_g / c`, the others for t; c is reachable iff :math:`t^\star \ge c` less the
-    margin. A binary search over the distinct active caps finds the largest reachable one
-    (:math:`\lceil \log_2 \rceil` LPs instead of one level per cap).
+    margin. A search over the distinct active caps finds the largest reachable one in
+    O(log) LPs instead of one level per cap: galloping up from the lowest cap when the last
+    search froze few caps (:func:`_gallop_step`), bisecting otherwise, and probing a guess
+    after a failed probe (:func:`_binding_cap_guess`) while the guess falls inside the
+    bracket (after a wrong guess it bisects once).
 
     Returns ``(groups, floors, margins, out)`` (``out``: a solution meeting the floors) or
     None when the level is below every active cap (capacity bound it) or a probe failed.
@@ -376,7 +379,8 @@ def _cap_search(model: "_LevelModel", out, level: float, margin: float, active: 
     gallop, guess = step > 0, None
     try:
         while lo <= hi and model.solves < max_lps:
-            if guess is not None and lo <= guess <= hi:
+            guessed = guess is not None and lo <= guess <= hi
+            if guessed:
                 mid = guess
             elif step:
                 mid = min(hi, best_i + step)
@@ -398,7 +402,9 @@ def _cap_search(model: "_LevelModel", out, level: float, margin: float, active: 
             else:
                 hi = mid - 1
                 step = 0
-                guess = _binding_cap_guess(model, probe, active, c, vals)
+                # after a wrong guess, bisect once: at least every other probe halves the
+                # bracket, so a search costs O(log) probes whatever the guesses
+                guess = None if guessed else _binding_cap_guess(model, probe, active, c, vals)
     finally:
         model.set_level_coefficients(active, np.ones(int(active.sum())))
     model.cap_hint = best_i
