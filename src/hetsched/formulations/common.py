@@ -129,15 +129,10 @@ def level_program(
     """
     if space is None:
         return _level_program_direct(jobs, capacities, a, floor=floor, name=name, meta=meta, cluster=cluster)
+    # an allocation space (pairs, unconsolidated variables): assembled by the builder
     b = ProgramBuilder()
-    usable = a > 0
     cost = None if floor is None else jobs.multiplicity[:, None] * a
-    if space is not None:
-        X = space.add_to(b, cost=0.0 if cost is None else space.values(cost))
-    elif floor is None:
-        X = b.add_allocation(usable)
-    else:
-        X = b.add_allocation(usable, cost=cost[usable])
+    X = space.add_to(b, cost=0.0 if cost is None else space.values(cost))
     if floor is None:
         t = b.add_vars(1, lb=0.0, ub=np.inf, cost=1.0)
     else:
@@ -161,7 +156,7 @@ def level_program(
                       "resources": resources},
         **(meta or {}),
     })
-    return lp if space is None else X.program(lp, level_rows=r_level)
+    return X.program(lp, level_rows=r_level)
 
 
 def _level_program_direct(jobs: JobSet, capacities: np.ndarray, a: np.ndarray, *, floor, name, meta, cluster):
@@ -209,7 +204,7 @@ def stage2_program(lp1, jobs: JobSet, a: np.ndarray, floor: float, *, meta: dict
     col_lb[t] = col_ub[t] = floor
     base = {k: v for k, v in lp1.meta.items() if k != "structured_warm"}
     structure = {**base["structure"], "floor": floor}
-    name = lp1.name[: -len(":stage1")] if lp1.name.endswith(":stage1") else lp1.name
+    name = lp1.name.removesuffix(":stage1")
     return dataclasses.replace(lp1, c=c, col_lb=col_lb, col_ub=col_ub, name=f"{name}:stage2",
                                meta={**base, "structure": structure, **(meta or {})})
 
