@@ -25,20 +25,12 @@ from __future__ import annotations
 
 import numpy as np
 
-__all__ = ["CHUNK_ROWS", "FloorChoice", "floor_best", "level_costs", "vertex_dense", "vertex_signature"]
+__all__ = ["CHUNK_ROWS", "FloorChoice", "floor_best", "vertex_signature"]
 
 #: Rows processed at once by the floor-mode pricing (bounds temporary memory).
 CHUNK_ROWS = 131_072
 
 ORIGIN, SINGLE, PAIR = 0, 1, 2
-
-
-def level_costs(A: np.ndarray, W: np.ndarray, lam: np.ndarray) -> np.ndarray:
-    """``q[j, k] = W[j, k] lam[k] / A[j, k]`` where ``A > 0``, ``inf`` elsewhere."""
-    with np.errstate(divide="ignore", invalid="ignore"):
-        q = (W * lam[None, :]) / A
-    q[~(A > 0)] = np.inf
-    return q
 
 
 class FloorChoice:
@@ -82,19 +74,6 @@ class FloorChoice:
         for name, value in vars(self).items():
             setattr(out, name, value[rows])
         return out
-
-
-def vertex_dense(m: int, kind: np.ndarray, k: np.ndarray, l: np.ndarray, xk: np.ndarray,
-                 xl: np.ndarray) -> np.ndarray:
-    """Vertices given by (kind, k, l, xk, xl) as an (n, m) array (zero rows for kind <= 0)."""
-    n = kind.shape[0]
-    X = np.zeros((n, m))
-    r = np.arange(n)
-    one = kind >= SINGLE
-    X[r[one], k[one]] = xk[one]
-    two = kind == PAIR
-    X[r[two], l[two]] += xl[two]
-    return X
 
 
 def vertex_signature(m: int, kind: np.ndarray, k: np.ndarray, l: np.ndarray, full: np.ndarray) -> np.ndarray:

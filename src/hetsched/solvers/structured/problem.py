@@ -189,18 +189,6 @@ class SeparableProblem:
                 out[self.m + e] += np.bincount(g[on], weights=self.Wx[rows[on], e] * amount[on], minlength=n_groups)
         return out
 
-    def dense_loads(self, rows: np.ndarray, D: np.ndarray, group: np.ndarray | None = None,
-                    n_groups: int = 1) -> np.ndarray:
-        """Coupling-row loads ``(n_cap, n_groups)`` of jobs ``rows`` with time ``D`` (len(rows), m)."""
-        g = np.zeros(rows.shape[0], dtype=np.int64) if group is None else group
-        out = np.zeros((self.n_cap, n_groups))
-        WD = self.W[rows] * D
-        for k in range(self.m):
-            out[k] = np.bincount(g, weights=WD[:, k], minlength=n_groups)
-        for e in range(self.n_extra):
-            out[self.m + e] = np.bincount(g, weights=self.Wx[rows, e] * D[:, self.kx[e]], minlength=n_groups)
-        return out
-
     def take(self, rows: np.ndarray, **changes) -> SeparableProblem:
         """The jobs ``rows`` as a problem of their own (no LP rows; ``changes`` override fields)."""
         n_s = rows.shape[0]
@@ -294,11 +282,7 @@ def _from_level_meta(lp: LinearProgram) -> SeparableProblem | None:
     if zj.size:
         if not np.all(lp.row_ub[zr] == 0.0):
             return None
-        U = U.copy()
-        U[zj, zk] = False
-        A[zj, zk] = W[zj, zk] = 0.0
-        for i in range(kx.size):
-            Wx[zj[zk == kx[i]], i] = 0.0
+        U = _drop_fixed(U, (A, W), Wx, kx, zj, zk)
     time_row = np.arange(n, dtype=np.int64)
     level_row = n + m + np.arange(n, dtype=np.int64)
     cap_row = n + np.arange(m, dtype=np.int64)
@@ -318,6 +302,19 @@ def _from_level_meta(lp: LinearProgram) -> SeparableProblem | None:
     cX[U] = lp.c[xi[U]]
     return SeparableProblem(c=cX, floors=np.full(n, f), gamma=0.0, t_bounds=(f, f),
                             offset=float(lp.offset) + float(lp.c[t]) * f, t_value=f, **common)
+
+
+def _drop_fixed(U: np.ndarray, mats: tuple, Wx: np.ndarray, kx: np.ndarray, zj: np.ndarray,
+                zk: np.ndarray) -> np.ndarray:
+    """The variables fixed at 0 by single-variable rows leave the problem: a copy of ``U``
+    without them; their entries in ``mats`` and ``Wx`` (arrays of the problem) are zeroed."""
+    U = U.copy()
+    U[zj, zk] = False
+    for M in mats:
+        M[zj, zk] = 0.0
+    for e in range(kx.size):
+        Wx[zj[zk == kx[e]], e] = 0.0
+    return U
 
 
 def recognize(lp: LinearProgram) -> tuple[SeparableProblem | None, str]:
@@ -495,12 +492,8 @@ def _parse(lp: LinearProgram) -> tuple[SeparableProblem | None, str]:
     cX = np.zeros((n, m))
     cX[jj, kk] = cobj[xv]
     offset = float(lp.offset)
-    if zr.size:  # the fixed variables leave the problem (X = 0 there)
-        U = U.copy()
-        U[zj, zk] = False
-        A[zj, zk] = W[zj, zk] = cX[zj, zk] = 0.0
-        for e in range(kx.size):
-            Wx[zj[zk == kx[e]], e] = 0.0
+    if zr.size:
+        U = _drop_fixed(U, (A, W, cX), Wx, kx, zj, zk)
     common = {"A": A, "U": U, "W": W, "C": C, "x_index": xi, "t_index": t, "time_row": time_row, "level_row": level_row,
                   "level_scale": level_scale, "cap_row": cap_row, "n_rows": R, "Wx": Wx, "kx": kx, "Cx": Cx, "extra_row": extra_rows,
                   "zero_j": zj, "zero_k": zk, "zero_row": zr, "zero_coef": zcoef}
