@@ -73,11 +73,17 @@ def aggregate_jobs(jobs: JobSet, fields: Sequence[str] = ()) -> JobClasses:
             frame = pd.DataFrame(cols, copy=False)
             codes = frame.groupby(list(cols), sort=False, dropna=False).ngroup().to_numpy()
     n_classes = int(codes.max()) + 1 if codes.size else 0
-    first = np.full(n_classes, jobs.n_jobs, dtype=np.int64)
-    np.minimum.at(first, codes, np.arange(jobs.n_jobs))
+    first = _first_rows(codes)
     counts = np.bincount(codes, minlength=n_classes)
     reps = jobs.take(first)._with_multiplicity(counts * jobs.multiplicity[first])
     return JobClasses(reps, codes.astype(np.int64))
+
+
+def _first_rows(codes: np.ndarray) -> np.ndarray:
+    """First row of each class, for codes numbered in order of first appearance (as every
+    path here numbers them): the rows where the code exceeds every code before it."""
+    seen = np.maximum.accumulate(codes)
+    return np.flatnonzero(np.concatenate([[True], codes[1:] > seen[:-1]]) if codes.size else codes.astype(bool))
 
 
 def _hash_codes(cols: dict[str, np.ndarray]) -> np.ndarray | None:
@@ -91,10 +97,8 @@ def _hash_codes(cols: dict[str, np.ndarray]) -> np.ndarray | None:
     h = np.zeros(values[0].shape[0], dtype=np.uint64)
     for v in values:
         h = h * np.uint64(0x9E3779B97F4A7C15) ^ hash_array(v)
-    codes, uniq = pd.factorize(h)
-    first = np.full(uniq.shape[0], codes.shape[0], dtype=np.int64)
-    np.minimum.at(first, codes, np.arange(codes.shape[0]))
-    rep = first[codes]
+    codes, _ = pd.factorize(h)
+    rep = _first_rows(codes)[codes]
     if not all(np.array_equal(v, v[rep]) for v in values):
         return None
     return codes.astype(np.int64)

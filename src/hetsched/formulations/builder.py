@@ -12,6 +12,11 @@ from ..solvers.program import LinearProgram
 __all__ = ["ProgramBuilder", "AllocationVars"]
 
 
+def _cat(parts: list[np.ndarray], dtype: type = float) -> np.ndarray:
+    """The concatenation of accumulated blocks (an empty array of ``dtype`` when none)."""
+    return np.concatenate(parts) if parts else np.zeros(0, dtype=dtype)
+
+
 class AllocationVars:
     """The X block of a program: one variable per (job, type) pair that can be used.
 
@@ -69,6 +74,7 @@ class ProgramBuilder:
         self._rlb: list[np.ndarray] = []
         self._rub: list[np.ndarray] = []
         self.n_rows = 0
+        self._first_row = 0  # rows below this one existed before the builder (see appending)
 
     @classmethod
     def appending(cls, n_vars: int, n_rows: int) -> ProgramBuilder:
@@ -81,11 +87,10 @@ class ProgramBuilder:
 
     def row_block(self) -> tuple[sp.csr_array, np.ndarray, np.ndarray]:
         """The rows added to an :meth:`appending` builder: (matrix, row_lb, row_ub)."""
-        first = getattr(self, "_first_row", 0)
-        cat = lambda parts, dtype=float: np.concatenate(parts) if parts else np.zeros(0, dtype=dtype)  # noqa: E731
-        A = sp.csr_array((cat(self._v), (cat(self._r, np.int64) - first, cat(self._k, np.int64))),
+        first = self._first_row
+        A = sp.csr_array((_cat(self._v), (_cat(self._r, np.int64) - first, _cat(self._k, np.int64))),
                          shape=(self.n_rows - first, self.n_vars))
-        return A, cat(self._rlb), cat(self._rub)
+        return A, _cat(self._rlb), _cat(self._rub)
 
     def add_vars(self, n: int, *, lb: Any = 0.0, ub: Any = np.inf, cost: Any = 0.0, integer: bool = False) -> int:
         """Add ``n`` variables; returns the index of the first."""
@@ -124,19 +129,18 @@ class ProgramBuilder:
     def build(self, *, sense: str, x_index: np.ndarray, name: str = "lp", offset: float = 0.0,
               meta: dict[str, Any] | None = None) -> LinearProgram:
         """Assemble the :class:`LinearProgram` (duplicates in COO are summed)."""
-        cat = lambda parts, dtype=float: np.concatenate(parts) if parts else np.zeros(0, dtype=dtype)  # noqa: E731
         A = sp.csr_array(
-            (cat(self._v), (cat(self._r, np.int64), cat(self._k, np.int64))),
+            (_cat(self._v), (_cat(self._r, np.int64), _cat(self._k, np.int64))),
             shape=(self.n_rows, self.n_vars),
         )
-        integ = cat(self._int, bool)
+        integ = _cat(self._int, bool)
         return LinearProgram(
-            c=cat(self._c),
+            c=_cat(self._c),
             A=A,
-            row_lb=cat(self._rlb),
-            row_ub=cat(self._rub),
-            col_lb=cat(self._lb),
-            col_ub=cat(self._ub),
+            row_lb=_cat(self._rlb),
+            row_ub=_cat(self._rub),
+            col_lb=_cat(self._lb),
+            col_ub=_cat(self._ub),
             x_index=x_index,
             sense=sense,
             integrality=integ if integ.any() else None,
