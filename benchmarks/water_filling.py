@@ -32,6 +32,7 @@ import hetsched as hs
 from hetsched.formulations.max_min_fairness import normalized_share_coefficients
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+from scale_targets import distinct_jobs  # noqa: E402
 from water_filling_reference import water_filling as gavel_water_filling  # noqa: E402
 
 GAVEL = Path(__file__).resolve().parents[2] / "shared" / "data" / "gavel" / "simulation_throughputs.json"
@@ -52,16 +53,9 @@ def lex_better(ours: np.ndarray, theirs: np.ndarray, rtol: float = 1e-7) -> str:
     return "hetsched" if ours[differ[0]] > theirs[differ[0]] else "reference"
 
 
-def distinct_jobs(n: int) -> hs.JobSet:
-    """Jobs whose throughputs all differ (lognormal, seeded): nothing aggregates, as with
-    throughputs measured per job (Gavel's physical mode, Sia's goodput estimates)."""
-    rng = np.random.default_rng([0, n])
-    return hs.JobSet(np.exp(rng.normal(0.0, 1.0, (n, len(TYPES)))), gpu_types=TYPES,
-                     scale_factors=rng.choice([1, 2, 4], n, p=[0.7, 0.2, 0.1]))
-
-
 def run(n: int, cat, source: str, with_ref: bool, ref_limit: float) -> dict:
-    jobs = distinct_jobs(n) if source == "distinct" else hs.sample_jobs(cat, n, seed=n).jobs
+    # distinct: every throughput differs (the scale issue's instance), nothing aggregates
+    jobs = distinct_jobs(n, 0)[0] if source == "distinct" else hs.sample_jobs(cat, n, seed=n).jobs
     cluster = hs.Cluster({t: n // 2 for t in TYPES})
     t0 = time.perf_counter()
     res = hs.solve("max_min_fairness_water_filling", jobs, cluster)

@@ -404,7 +404,7 @@ def _cap_search(model: "_LevelModel", out, level: float, margin: float, active: 
                 step = 0
                 # after a wrong guess, bisect once: at least every other probe halves the
                 # bracket, so a search costs O(log) probes whatever the guesses
-                guess = None if guessed else _binding_cap_guess(model, probe, active, c, vals)
+                guess = None if guessed else _binding_cap_guess(model, probe, active, c, t, vals)
     finally:
         model.set_level_coefficients(active, np.ones(int(active.sum())))
     model.cap_hint = best_i
@@ -423,7 +423,8 @@ def _gallop_step(hint: int | None, n_caps: int) -> int:
     return max(1, hint) if hint is not None and hint < n_caps / 8 else 0
 
 
-def _binding_cap_guess(model: "_LevelModel", probe, active: np.ndarray, c: float, vals: np.ndarray) -> int | None:
+def _binding_cap_guess(model: "_LevelModel", probe, active: np.ndarray, c: float, t: float,
+                       vals: np.ndarray) -> int | None:
     """After an unreachable probe at c, a guess at the index of the largest reachable cap:
     below the smallest cap among the capped groups whose level rows bind (positive dual:
     such a group held the level down, so caps from its own up are likely out of reach), else
@@ -436,9 +437,8 @@ def _binding_cap_guess(model: "_LevelModel", probe, active: np.ndarray, c: float
         if binding.any():
             j = int(np.searchsorted(vals, float(model.caps[idx][binding].min()))) - 1
             return j if j >= 1 else None
-    # the level the probe reached: every group held min(u_g, c) t / c, so caps up to t are
-    # the likely reachable ones
-    t = float(probe.x[model.t])
+    # the level t the probe reached: every group held min(u_g, c) t / c, so caps up to t
+    # are the likely reachable ones
     j = int(np.searchsorted(vals, t, side="right")) - 1
     return j if j >= 1 else None
 
