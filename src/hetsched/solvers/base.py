@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import importlib
+import logging
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -14,7 +15,7 @@ from ..errors import ValidationError
 from .program import LinearProgram
 
 __all__ = ["Backend", "Capabilities", "SolverOutput", "STATUSES", "SUCCESS_STATUSES", "map_status",
-           "empty_row_conflict", "decided_without_solver"]
+           "native_status_table", "empty_row_conflict", "decided_without_solver"]
 
 #: Every status a result can carry.
 STATUSES = (
@@ -34,6 +35,14 @@ SUCCESS_STATUSES = frozenset({"optimal"})
 def map_status(native: Any, table: Mapping[Any, str]) -> str:
     """Translate a native solver status through ``table``; anything unlisted is "unknown"."""
     return table.get(native, "unknown")
+
+
+def native_status_table(enum: Any, names: Mapping[str, str]) -> dict[Any, str]:
+    """The table for :func:`map_status` from a solver's status enum: ``{enum.NAME: status}``.
+
+    ``names`` maps member names of ``enum`` to statuses among :data:`STATUSES`.
+    """
+    return {getattr(enum, name): status for name, status in names.items()}
 
 
 @dataclass(frozen=True, eq=False)
@@ -174,8 +183,11 @@ class Backend:
     """A solver backend: translates a :class:`~hetsched.solvers.program.LinearProgram` and solves it.
 
     Subclasses set :attr:`name`, :attr:`module`, :attr:`capabilities`, implement
-    :meth:`solve` (and :meth:`available` when importing :attr:`module` is not the test), and
-    are registered with :func:`hetsched.solvers.register_backend`.
+    :meth:`_prepare` and :meth:`_run`, the two phases of :meth:`solve` (or override :meth:`solve`
+    when their flow differs), implement :meth:`available` when importing :attr:`module` is not
+    the test, and are registered with :func:`hetsched.solvers.register_backend`. The class
+    docstring of each backend says what its ``options`` are, where ``time_limit`` goes and
+    which errors its checks raise.
     """
 
     name: ClassVar[str] = ""
@@ -210,8 +222,73 @@ class Backend:
         time_limit: float | None = None,
         options: Mapping[str, Any] | None = None,
     ) -> SolverOutput:
-        """Solve ``lp``; infeasible/time-limit come back as a status, crashes raise SolverError."""
+        """Solve ``lp``; infeasible/time-limit come back as a status, crashes raise SolverError.
+
+        The backend first checks ``options`` and whether it can solve ``lp``
+        (:meth:`_prepare`). A program with no variables, or with a row that has no
+        coefficients but bounds excluding 0 (:func:`empty_row_conflict`), is then settled
+        without calling the solver (:func:`decided_without_solver`); any other goes to the
+        solver (:meth:`_run`).
+
+        Parameters
+        ----------
+        lp : LinearProgram
+            The program.
+        time_limit : float, optional
+            Seconds the solver may spend, passed under the solver's own option (see the
+            backend's class docstring).
+        options : Mapping, optional
+            Backend-specific options (see the backend's class docstring).
+
+        Returns
+        -------
+        SolverOutput
+            Infeasible, unbounded and stopped runs come back as a status (:data:`STATUSES`).
+
+        Raises
+        ------
+        CapabilityError
+            The backend (or the solver chosen through ``options``) cannot solve ``lp``, e.g.
+            a program with integer variables.
+        UnknownSolverError
+            ``options`` name a solver that is not installed.
+        ValidationError
+            An unknown option or a bad option value.
+        SolverError
+            The solver rejected the data, crashed or failed.
+        """
+        t0 = time.perf_counter()
+        prepared = self._prepare(lp, time_limit=time_limit, options=options)
+        conflict = empty_row_conflict(lp)
+        if conflict is not None or lp.n_vars == 0:
+            return decided_without_solver(lp, self.name, t0, conflict)
+        return self._run(lp, prepared, time_limit=time_limit, t0=t0)
+
+    def _prepare(self, lp: LinearProgram, *, time_limit: float | None, options: Mapping[str, Any] | None) -> Any:
+        """Check ``options`` and the backend's abilities for ``lp`` before anything is decided.
+
+        Runs for every program, the empty ones included, and raises the backend's
+        option and capability errors. Returns what :meth:`_run` needs (solver settings,
+        a solver object, checked options).
+        """
         raise NotImplementedError
+
+    def _run(self, lp: LinearProgram, prepared: Any, *, time_limit: float | None, t0: float) -> SolverOutput:
+        """Solve ``lp`` (at least one variable, no empty-row conflict) with what
+        :meth:`_prepare` returned; ``solve_s`` of the output counts from ``t0``."""
+        raise NotImplementedError
+
+    def _finish(self, lp: LinearProgram, t0: float, logger: logging.Logger, label: str, **fields: Any) -> SolverOutput:
+        """The :class:`SolverOutput` of a solver run, with ``solve_s`` counted from ``t0``.
+
+        ``fields`` are the output's other fields but ``backend`` (this backend). Logs
+        ``"<label> <program>: <native status> in <s>s (<n> vars, <m> rows)"`` on ``logger`` at
+        debug level.
+        """
+        elapsed = time.perf_counter() - t0
+        logger.debug("%s %s: %s in %.3fs (%d vars, %d rows)", label, lp.name, fields["native_status"], elapsed,
+                     lp.n_vars, lp.n_rows)
+        return SolverOutput(solve_s=elapsed, backend=self.name, **fields)
 
     @staticmethod
     def no_solution(lp: LinearProgram) -> np.ndarray:

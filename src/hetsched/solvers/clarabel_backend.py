@@ -22,7 +22,6 @@ The two blocks are built with one ``scipy.sparse.vstack`` each.
 from __future__ import annotations
 
 import logging
-import time
 from collections.abc import Mapping
 from typing import Any
 
@@ -30,14 +29,7 @@ import numpy as np
 import scipy.sparse as sp
 
 from ..errors import CapabilityError, SolverError, ValidationError
-from .base import (
-    Backend,
-    Capabilities,
-    SolverOutput,
-    decided_without_solver,
-    empty_row_conflict,
-    map_status,
-)
+from .base import Backend, Capabilities, SolverOutput, map_status, native_status_table
 from .program import LinearProgram
 from .registry import register_backend
 
@@ -49,22 +41,26 @@ log = logging.getLogger(__name__)
 DEFAULT_TOLERANCES: dict[str, float] = {"tol_gap_abs": 1e-9, "tol_gap_rel": 1e-9, "tol_feas": 1e-9}
 
 
+#: ``clarabel.SolverStatus`` member name -> hetsched status (others: "unknown").
+_STATUS_NAMES: dict[str, str] = {
+    "Solved": "optimal",
+    "AlmostSolved": "optimal",
+    "PrimalInfeasible": "infeasible",
+    "AlmostPrimalInfeasible": "infeasible",
+    "DualInfeasible": "unbounded",
+    "AlmostDualInfeasible": "unbounded",
+    "MaxTime": "time_limit",
+    "MaxIterations": "iteration_limit",
+    "NumericalError": "numerical_error",
+    "InsufficientProgress": "numerical_error",
+}
+
+
 def _status_table() -> dict[Any, str]:
+    """``clarabel.SolverStatus`` -> hetsched status (:data:`_STATUS_NAMES`)."""
     import clarabel
 
-    S = clarabel.SolverStatus
-    return {
-        S.Solved: "optimal",
-        S.AlmostSolved: "optimal",
-        S.PrimalInfeasible: "infeasible",
-        S.AlmostPrimalInfeasible: "infeasible",
-        S.DualInfeasible: "unbounded",
-        S.AlmostDualInfeasible: "unbounded",
-        S.MaxTime: "time_limit",
-        S.MaxIterations: "iteration_limit",
-        S.NumericalError: "numerical_error",
-        S.InsufficientProgress: "numerical_error",
-    }
+    return native_status_table(clarabel.SolverStatus, _STATUS_NAMES)
 
 
 def _settings(time_limit: float | None, options: Mapping[str, Any] | None) -> Any:
@@ -160,7 +156,14 @@ class ClarabelBackend(Backend):
     ``clarabel.DefaultSettings`` (e.g. ``{"tol_gap_rel": 1e-7, "max_iter": 500}``); an
     unknown key raises :class:`~hetsched.errors.ValidationError`. Before the user's options,
     the backend sets ``verbose = False`` and tightens ``tol_gap_abs``, ``tol_gap_rel`` and
-    ``tol_feas`` to 1e-9 (Clarabel's defaults are 1e-8).
+    ``tol_feas`` to 1e-9 (Clarabel's defaults are 1e-8). ``time_limit`` is passed as
+    ``settings.time_limit`` (seconds).
+
+    ``solve`` raises :class:`~hetsched.errors.CapabilityError` for a program with integer
+    variables (before looking at ``options``), :class:`~hetsched.errors.ValidationError` for
+    an option that is not a Clarabel setting or has a bad value (both also for a program
+    settled without the solver), and :class:`~hetsched.errors.SolverError` when Clarabel
+    rejects the data or crashes.
 
     Notes
     -----
@@ -181,48 +184,18 @@ class ClarabelBackend(Backend):
     module = "clarabel"
     capabilities = Capabilities(duals=True, interior_point=True)
 
-    def solve(
-        self,
-        lp: LinearProgram,
-        *,
-        time_limit: float | None = None,
-        options: Mapping[str, Any] | None = None,
-    ) -> SolverOutput:
-        """Solve ``lp`` with Clarabel.
-
-        Parameters
-        ----------
-        lp : LinearProgram
-            A linear program (no integer variables).
-        time_limit : float, optional
-            Seconds, passed as ``settings.time_limit``.
-        options : Mapping, optional
-            Clarabel settings overriding the defaults.
-
-        Returns
-        -------
-        SolverOutput
-
-        Raises
-        ------
-        CapabilityError
-            If ``lp`` has integer variables.
-        ValidationError
-            If an option is not a Clarabel setting or has a bad value.
-        SolverError
-            If Clarabel rejects the data or crashes.
-        """
-        import clarabel
-
-        t0 = time.perf_counter()
+    def _prepare(self, lp: LinearProgram, *, time_limit: float | None, options: Mapping[str, Any] | None) -> Any:
+        """Refuse integer programs, then return the ``clarabel.DefaultSettings`` (:func:`_settings`)."""
         if lp.is_mip:
             raise CapabilityError(
                 f"`solver` 'clarabel' cannot solve integer programs ({lp.name}); use 'highs' or 'pulp'."
             )
-        settings = _settings(time_limit, options)
-        conflict = empty_row_conflict(lp)
-        if conflict is not None or lp.n_vars == 0:
-            return decided_without_solver(lp, self.name, t0, conflict)
+        return _settings(time_limit, options)
+
+    def _run(self, lp: LinearProgram, prepared: Any, *, time_limit: float | None, t0: float) -> SolverOutput:
+        """Solve the conic form of ``lp`` with the prepared settings; map duals back to rows."""
+        import clarabel
+
         A, b, n_zero, origin, orient = conic_form(lp)
         n = lp.n_vars
         sign = -1.0 if lp.sense == "max" else 1.0
@@ -234,7 +207,7 @@ class ClarabelBackend(Backend):
         if A.shape[0] - n_zero:
             cones.append(clarabel.NonnegativeConeT(A.shape[0] - n_zero))
         try:
-            solver = clarabel.DefaultSolver(P, q, sp.csc_matrix(A), b, cones, settings)
+            solver = clarabel.DefaultSolver(P, q, sp.csc_matrix(A), b, cones, prepared)
             sol = solver.solve()
         except Exception as exc:  # clarabel raises bare Exception on bad data
             raise SolverError(f"Clarabel failed on program {lp.name!r}: {exc}") from exc
@@ -252,19 +225,9 @@ class ClarabelBackend(Backend):
         message = f"Clarabel: {native}"
         if sol.status == clarabel.SolverStatus.AlmostSolved:
             message += ": almost solved (reduced tolerances)"
-        elapsed = time.perf_counter() - t0
-        log.debug("clarabel %s: %s in %.3fs (%d vars, %d rows)", lp.name, native, elapsed, n, lp.n_rows)
-        return SolverOutput(
-            status=status,
-            x=x,
-            objective=objective,
-            has_solution=has_solution,
-            native_status=native,
-            message=message,
-            solve_s=elapsed,
-            backend=self.name,
-            row_dual=row_dual,
-            mip_gap=None,
+        return self._finish(
+            lp, t0, log, "clarabel", status=status, x=x, objective=objective, has_solution=has_solution,
+            native_status=native, message=message, row_dual=row_dual, mip_gap=None,
             info={"iterations": int(sol.iterations), "r_prim": float(sol.r_prim), "r_dual": float(sol.r_dual)},
         )
 

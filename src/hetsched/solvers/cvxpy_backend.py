@@ -26,14 +26,7 @@ from typing import Any
 import numpy as np
 
 from ..errors import CapabilityError, SolverError, UnknownSolverError, ValidationError
-from .base import (
-    Backend,
-    Capabilities,
-    SolverOutput,
-    decided_without_solver,
-    empty_row_conflict,
-    map_status,
-)
+from .base import Backend, Capabilities, SolverOutput, map_status
 from .program import LinearProgram
 from .registry import register_backend
 
@@ -91,6 +84,46 @@ def _mip_capable() -> list[str]:
     return list(INSTALLED_MI_SOLVERS)
 
 
+def _choose_solver(lp: LinearProgram, requested: Any, installed: list[str]) -> str:
+    """The cvxpy solver for ``lp``: ``requested`` (any case), else :func:`_default_solver`.
+
+    Raises UnknownSolverError when ``requested`` is not in ``installed``, CapabilityError
+    when ``lp`` has integer variables and the solver cannot solve integer programs.
+    """
+    mip_capable = _mip_capable()
+    if requested is None:
+        solver = _default_solver(lp.is_mip, installed, mip_capable)
+    else:
+        solver = str(requested).upper()
+        if solver not in installed:
+            raise UnknownSolverError(
+                f"`options['solver']` {requested!r} is not a solver installed under cvxpy; "
+                f"choose one of {installed}."
+            )
+    if lp.is_mip and solver not in mip_capable:
+        raise CapabilityError(
+            f"cvxpy solver {solver!r} cannot solve integer programs ({lp.name}); choose one of "
+            f"{mip_capable} as `options['solver']`."
+        )
+    return solver
+
+
+def _add_time_limit(solver: str, opts: dict[str, Any], time_limit: float | None) -> bool:
+    """Put ``time_limit`` into ``opts`` under ``solver``'s keyword (:data:`TIME_LIMIT_KEYS`)
+    unless ``opts`` set it already; returns whether a time limit is in force."""
+    if time_limit is not None:
+        key = TIME_LIMIT_KEYS.get(solver)
+        if key is None:
+            log.warning("cvxpy solver %s: no known time-limit keyword; time_limit not enforced", solver)
+        elif key.startswith("scipy_options."):
+            sub = dict(opts.get("scipy_options") or {})
+            sub.setdefault(key.split(".", 1)[1], float(time_limit))
+            opts["scipy_options"] = sub
+        else:
+            opts.setdefault(key, float(time_limit))
+    return time_limit is not None or any(k in opts for k in ("time_limit", "time_limit_sec", "time_limit_secs"))
+
+
 def _mip_gap(stats: Any) -> float | None:
     """The relative MIP gap from cvxpy's ``solver_stats.extra_stats`` when the solver reports
     one (HiGHS' ``HighsInfo.mip_gap``, SciPy's ``mip_gap``); None otherwise."""
@@ -113,6 +146,13 @@ class CvxpyBackend(Backend):
     ``{"solver": "SCS", "eps_abs": 1e-9}``). ``time_limit`` is forwarded under the
     solver's own keyword (:data:`TIME_LIMIT_KEYS`) unless the options set it already.
 
+    ``solve`` raises :class:`~hetsched.errors.UnknownSolverError` when ``options["solver"]``
+    is not installed under cvxpy (the message lists those that are) and
+    :class:`~hetsched.errors.CapabilityError` when the chosen solver cannot solve integer
+    programs and ``lp`` has integer variables (both also for a program settled without the
+    solver); :class:`~hetsched.errors.ValidationError` when the solver rejects an option, and
+    :class:`~hetsched.errors.SolverError` when the solver fails.
+
     Notes
     -----
     Status mapping (:data:`STATUS_TABLE`): "optimal" and "optimal_inaccurate" ->
@@ -134,76 +174,53 @@ class CvxpyBackend(Backend):
     # key depends on the solver picked under cvxpy)
     capabilities = Capabilities(mip=True, interior_point=True)
 
-    def solve(
-        self,
-        lp: LinearProgram,
-        *,
-        time_limit: float | None = None,
-        options: Mapping[str, Any] | None = None,
-    ) -> SolverOutput:
-        """Solve ``lp`` through cvxpy.
+    def _prepare(self, lp: LinearProgram, *, time_limit: float | None, options: Mapping[str, Any] | None) -> Any:
+        """Pick the cvxpy solver (:func:`_choose_solver`).
 
-        Parameters
-        ----------
-        lp : LinearProgram
-            The program.
-        time_limit : float, optional
-            Seconds, forwarded under the chosen solver's keyword.
-        options : Mapping, optional
-            ``"solver"`` plus solver keywords.
-
-        Returns
-        -------
-        SolverOutput
-
-        Raises
-        ------
-        UnknownSolverError
-            ``options["solver"]`` is not installed under cvxpy (the message lists those that are).
-        CapabilityError
-            The chosen solver cannot solve integer programs and ``lp`` has integer variables.
-        ValidationError
-            The solver rejected an option.
-        SolverError
-            The solver failed.
+        Returns ``(solver, opts, user_keys)``: the solver's name, ``options`` without
+        ``"solver"``, and the names of the user's solver keywords.
         """
         import cvxpy as cp
 
-        t0 = time.perf_counter()
         opts = dict(options or {})
         user_keys = [str(k) for k in opts if k != "solver"]
         installed = list(cp.installed_solvers())
-        mip_capable = _mip_capable()
-        requested = opts.pop("solver", None)
-        if requested is None:
-            solver = _default_solver(lp.is_mip, installed, mip_capable)
-        else:
-            solver = str(requested).upper()
-            if solver not in installed:
-                raise UnknownSolverError(
-                    f"`options['solver']` {requested!r} is not a solver installed under cvxpy; "
-                    f"choose one of {installed}."
-                )
-        if lp.is_mip and solver not in mip_capable:
-            raise CapabilityError(
-                f"cvxpy solver {solver!r} cannot solve integer programs ({lp.name}); choose one of "
-                f"{mip_capable} as `options['solver']`."
-            )
-        conflict = empty_row_conflict(lp)
-        if conflict is not None or lp.n_vars == 0:
-            return decided_without_solver(lp, self.name, t0, conflict)
-        limited = time_limit is not None
-        if time_limit is not None:
-            key = TIME_LIMIT_KEYS.get(solver)
-            if key is None:
-                log.warning("cvxpy solver %s: no known time-limit keyword; time_limit not enforced", solver)
-            elif key.startswith("scipy_options."):
-                sub = dict(opts.get("scipy_options") or {})
-                sub.setdefault(key.split(".", 1)[1], float(time_limit))
-                opts["scipy_options"] = sub
-            else:
-                opts.setdefault(key, float(time_limit))
-        limited = limited or any(k in opts for k in ("time_limit", "time_limit_sec", "time_limit_secs"))
+        return _choose_solver(lp, opts.pop("solver", None), installed), opts, user_keys
+
+    def _run(self, lp: LinearProgram, prepared: Any, *, time_limit: float | None, t0: float) -> SolverOutput:
+        """Add the time limit, build and solve the cvxpy problem, and read the result."""
+        solver, opts, user_keys = prepared
+        limited = _add_time_limit(solver, opts, time_limit)
+        x_var, problem = self._solve_problem(lp, solver, opts, user_keys)
+        native = str(problem.status)
+        status, has_solution, values = self._read_result(lp, native, x_var, limited=limited,
+                                                         time_limit=time_limit, t0=t0)
+        x_out = values if has_solution else self.no_solution(lp)
+        objective = lp.objective_value(x_out) if has_solution else float("nan")
+        message = f"cvxpy/{solver}: {native}"
+        if native.endswith("_inaccurate"):
+            message += " (inaccurate: solver met reduced tolerances only)"
+        stats = problem.solver_stats
+        return self._finish(
+            lp, t0, log, f"cvxpy/{solver}", status=status, x=x_out, objective=objective, has_solution=has_solution,
+            native_status=native, message=message, row_dual=None,
+            mip_gap=_mip_gap(stats) if lp.is_mip and has_solution else None,
+            info={
+                "cvxpy_solver": solver,
+                "num_iters": getattr(stats, "num_iters", None),
+                "solver_solve_s": getattr(stats, "solve_time", None),
+            },
+        )
+
+    def _solve_problem(
+        self, lp: LinearProgram, solver: str, opts: dict[str, Any], user_keys: list[str]
+    ) -> tuple[list[tuple[Any, np.ndarray]], Any]:
+        """State ``lp`` as a ``cvxpy.Problem`` and solve it with ``solver`` and ``opts``.
+
+        Returns the variable parts (see :meth:`_variables`) and the solved problem. Raises
+        ValidationError when the solver rejects the user's options, SolverError when it fails.
+        """
+        import cvxpy as cp
 
         x_var, x = self._variables(cp, lp)
         problem = cp.Problem(self._objective(cp, lp, x), self._constraints(cp, lp, x))
@@ -224,8 +241,19 @@ class CvxpyBackend(Backend):
                     f"`options` {named or user_keys} rejected by cvxpy solver {solver!r}: {exc}"
                 ) from None
             raise SolverError(f"cvxpy solver {solver!r} failed on program {lp.name!r}: {exc}") from exc
+        return x_var, problem
 
-        native = str(problem.status)
+    def _read_result(
+        self, lp: LinearProgram, native: str, x_var: list[tuple[Any, np.ndarray]], *,
+        limited: bool, time_limit: float | None, t0: float,
+    ) -> tuple[str, bool, np.ndarray | None]:
+        """The hetsched status for cvxpy's ``native`` status, whether there is a solution, and
+        the values cvxpy holds (None when none).
+
+        "user_limit" becomes "time_limit" or "iteration_limit" (see the class notes) and counts
+        as a solution only for an incumbent (:meth:`_is_incumbent`); "optimal" without values
+        becomes "unknown".
+        """
         if native == "user_limit":
             # cvxpy folds a solver's time and iteration caps into one status: a run that
             # stopped well inside the time budget hit its iteration cap
@@ -243,31 +271,7 @@ class CvxpyBackend(Backend):
             has_solution = values is not None and self._is_incumbent(lp, values)
         else:
             has_solution = False
-        x_out = values if has_solution else self.no_solution(lp)
-        objective = lp.objective_value(x_out) if has_solution else float("nan")
-        message = f"cvxpy/{solver}: {native}"
-        if native.endswith("_inaccurate"):
-            message += " (inaccurate: solver met reduced tolerances only)"
-        elapsed = time.perf_counter() - t0
-        log.debug("cvxpy/%s %s: %s in %.3fs (%d vars, %d rows)", solver, lp.name, native, elapsed, lp.n_vars, lp.n_rows)
-        stats = problem.solver_stats
-        return SolverOutput(
-            status=status,
-            x=x_out,
-            objective=objective,
-            has_solution=has_solution,
-            native_status=native,
-            message=message,
-            solve_s=elapsed,
-            backend=self.name,
-            row_dual=None,
-            mip_gap=_mip_gap(stats) if lp.is_mip and has_solution else None,
-            info={
-                "cvxpy_solver": solver,
-                "num_iters": getattr(stats, "num_iters", None),
-                "solver_solve_s": getattr(stats, "solve_time", None),
-            },
-        )
+        return status, has_solution, values
 
     @staticmethod
     def _variables(cp: Any, lp: LinearProgram) -> tuple[list[tuple[Any, np.ndarray]], Any]:

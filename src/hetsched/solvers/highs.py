@@ -3,21 +3,13 @@
 from __future__ import annotations
 
 import logging
-import time
 from collections.abc import Mapping
 from typing import Any
 
 import numpy as np
 
 from ..errors import SolverError, ValidationError
-from .base import (
-    Backend,
-    Capabilities,
-    SolverOutput,
-    decided_without_solver,
-    empty_row_conflict,
-    map_status,
-)
+from .base import Backend, Capabilities, SolverOutput, map_status, native_status_table
 from .program import LinearProgram
 from .registry import register_backend
 
@@ -26,19 +18,23 @@ __all__ = ["HighsBackend"]
 log = logging.getLogger(__name__)
 
 
+#: ``highspy.HighsModelStatus`` member name -> hetsched status (others: "unknown").
+_STATUS_NAMES: dict[str, str] = {
+    "kOptimal": "optimal",
+    "kInfeasible": "infeasible",
+    "kUnbounded": "unbounded",
+    "kUnboundedOrInfeasible": "infeasible_or_unbounded",
+    "kTimeLimit": "time_limit",
+    "kIterationLimit": "iteration_limit",
+    "kModelEmpty": "optimal",
+}
+
+
 def _status_table() -> dict[Any, str]:
+    """``HighsModelStatus`` -> hetsched status (:data:`_STATUS_NAMES`)."""
     import highspy
 
-    S = highspy.HighsModelStatus
-    return {
-        S.kOptimal: "optimal",
-        S.kInfeasible: "infeasible",
-        S.kUnbounded: "unbounded",
-        S.kUnboundedOrInfeasible: "infeasible_or_unbounded",
-        S.kTimeLimit: "time_limit",
-        S.kIterationLimit: "iteration_limit",
-        S.kModelEmpty: "optimal",
-    }
+    return native_status_table(highspy.HighsModelStatus, _STATUS_NAMES)
 
 
 def new_highs() -> Any:
@@ -131,7 +127,13 @@ class HighsBackend(Backend):
     """HiGHS (simplex, IPX interior point, PDLP, branch-and-cut MIP).
 
     ``options`` are HiGHS option names and values passed to ``setOptionValue``
-    (e.g. ``{"solver": "ipm", "run_crossover": "off"}``, ``{"mip_rel_gap": 0.01}``).
+    (e.g. ``{"solver": "ipm", "run_crossover": "off"}``, ``{"mip_rel_gap": 0.01}``), after
+    hetsched's defaults (:func:`new_highs`); an option HiGHS rejects raises
+    :class:`~hetsched.errors.ValidationError`, also for a program settled without the solver.
+    ``time_limit`` is HiGHS' ``time_limit`` option (set before ``options``). An LP found
+    infeasible is re-checked without presolve unless ``options`` set ``presolve``
+    (:func:`run_rechecked`). A model HiGHS rejects, or a failed run without a known status,
+    raises :class:`~hetsched.errors.SolverError`.
     """
 
     name = "highs"
@@ -139,25 +141,24 @@ class HighsBackend(Backend):
     capabilities = Capabilities(mip=True, duals=True, warm_start=True, gap_option="mip_rel_gap",
                                 presolve_off=(("presolve", "off"),))
 
-    def solve(
-        self,
-        lp: LinearProgram,
-        *,
-        time_limit: float | None = None,
-        options: Mapping[str, Any] | None = None,
-    ) -> SolverOutput:
-        import highspy
+    def _prepare(self, lp: LinearProgram, *, time_limit: float | None, options: Mapping[str, Any] | None) -> Any:
+        """A ``highspy.Highs`` with the defaults, ``time_limit`` and ``options`` set.
 
-        t0 = time.perf_counter()
+        Returns ``(h, recheck)``, ``recheck`` telling :func:`run_rechecked` whether an
+        infeasible verdict is re-checked. Raises ValidationError for a rejected option.
+        """
         h = new_highs()
         if time_limit is not None:
             h.setOptionValue("time_limit", float(time_limit))
         apply_options(h, options)
-        conflict = empty_row_conflict(lp)
-        if conflict is not None or lp.n_vars == 0:
-            return decided_without_solver(lp, self.name, t0, conflict)
+        return h, "presolve" not in (options or {}) and not lp.is_mip
+
+    def _run(self, lp: LinearProgram, prepared: Any, *, time_limit: float | None, t0: float) -> SolverOutput:
+        """Load ``lp`` into the prepared ``Highs``, run it and read status, solution and duals."""
+        import highspy
+
+        h, recheck = prepared
         load_model(h, lp)
-        recheck = "presolve" not in (options or {}) and not lp.is_mip
         run_status, native = run_rechecked(h, lp.name, recheck=recheck, cold=True)
         status = map_status(native, _status_table())
         native_str = h.modelStatusToString(native)
@@ -177,18 +178,8 @@ class HighsBackend(Backend):
             row_dual = np.asarray(h.getSolution().row_dual, dtype=float)
         mip_gap = float(info.mip_gap) if lp.is_mip and has_solution else None
         objective = float(info.objective_function_value) if has_solution else float("nan")
-        elapsed = time.perf_counter() - t0
-        log.debug("highs %s: %s in %.3fs (%d vars, %d rows)", lp.name, native_str, elapsed, lp.n_vars, lp.n_rows)
-        return SolverOutput(
-            status=status,
-            x=x,
-            objective=objective,
-            has_solution=bool(has_solution),
-            native_status=native_str,
-            message=f"HiGHS: {native_str}",
-            solve_s=elapsed,
-            backend=self.name,
-            row_dual=row_dual,
-            mip_gap=mip_gap,
+        return self._finish(
+            lp, t0, log, "highs", status=status, x=x, objective=objective, has_solution=bool(has_solution),
+            native_status=native_str, message=f"HiGHS: {native_str}", row_dual=row_dual, mip_gap=mip_gap,
             info={"simplex_iterations": int(info.simplex_iteration_count), "ipm_iterations": int(info.ipm_iteration_count)},
         )

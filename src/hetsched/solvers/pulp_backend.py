@@ -26,14 +26,7 @@ import numpy as np
 
 from ..errors import SolverError, ValidationError
 from ..validation import check_bool, check_int, check_nonneg
-from .base import (
-    Backend,
-    Capabilities,
-    SolverOutput,
-    decided_without_solver,
-    empty_row_conflict,
-    map_status,
-)
+from .base import Backend, Capabilities, SolverOutput, map_status
 from .program import LinearProgram
 from .registry import register_backend
 
@@ -44,7 +37,7 @@ log = logging.getLogger(__name__)
 #: ``(prob.status, prob.sol_status)`` -> hetsched status. PuLP reads CBC's "Stopped on
 #: time - objective value ..." as status 1 ("Optimal") with sol_status 2 ("Solution
 #: Found"), so the pair, not the status alone, decides. (0, 0) ("Stopped", no solution)
-#: is resolved in :meth:`PulpBackend.solve`: "time_limit" when a time limit was set.
+#: is resolved in :meth:`PulpBackend._run`: "time_limit" when a time limit was set.
 STATUS_TABLE: dict[tuple[int, int], str] = {
     (1, 1): "optimal",
     (1, 2): "time_limit",
@@ -102,6 +95,7 @@ def cbc_mip_gap(log_text: str) -> float | None:
 
 
 def _check_options(options: Mapping[str, Any] | None) -> dict[str, Any]:
+    """A copy of ``options`` after checking each key and value against :data:`OPTION_KEYS`."""
     opts = dict(options or {})
     for key, value in opts.items():
         if key not in OPTION_KEYS:
@@ -112,13 +106,46 @@ def _check_options(options: Mapping[str, Any] | None) -> dict[str, Any]:
     return opts
 
 
+def _run_cbc(pulp: Any, prob: Any, name: str, opts: dict[str, Any], time_limit: float | None) -> str:
+    """Solve the PuLP problem ``prob`` with CBC (``pulp.PULP_CBC_CMD``) and the checked ``opts``.
+
+    Returns CBC's log ("" when ``msg`` is true: the log then goes to the console). Raises
+    SolverError when CBC fails to run.
+    """
+    log_path = None
+    if not opts.get("msg", False):
+        fd, log_path = tempfile.mkstemp(prefix="hetsched-cbc-", suffix=".log")
+        os.close(fd)
+    kwargs = dict(msg=bool(opts.get("msg", False)), timeLimit=time_limit, logPath=log_path)
+    kwargs.update({k: v for k, v in opts.items() if k != "msg"})
+    log_text = ""
+    try:
+        with warnings.catch_warnings():
+            # PULP_CBC_CMD is deprecated for PuLP 4.0 (COIN_CMD + pulp[cbc] replaces it).
+            warnings.simplefilter("ignore", DeprecationWarning)
+            cmd = pulp.PULP_CBC_CMD(**kwargs)
+            prob.solve(cmd)
+    except pulp.PulpSolverError as exc:
+        raise SolverError(f"CBC failed on program {name!r}: {exc}") from exc
+    finally:
+        if log_path is not None:
+            try:
+                with open(log_path) as fh:
+                    log_text = fh.read()
+            finally:
+                os.remove(log_path)
+    return log_text
+
+
 @register_backend
 class PulpBackend(Backend):
     """PuLP with its bundled CBC (``pulp.PULP_CBC_CMD``); LPs and MIPs.
 
     ``options`` may hold ``msg`` (bool: show CBC's log), ``gapRel`` (relative MIP gap at
-    which CBC stops) and ``threads``; any other key raises
-    :class:`~hetsched.errors.ValidationError`.
+    which CBC stops) and ``threads``; any other key, or a bad value, raises
+    :class:`~hetsched.errors.ValidationError` (also for a program settled without the
+    solver). ``time_limit`` is passed as ``timeLimit``. CBC failing to run, or leaving
+    variables without values, raises :class:`~hetsched.errors.SolverError`.
 
     Notes
     -----
@@ -151,67 +178,16 @@ class PulpBackend(Backend):
         except Exception:  # noqa: BLE001 - a broken install is "not available"
             return False
 
-    def solve(
-        self,
-        lp: LinearProgram,
-        *,
-        time_limit: float | None = None,
-        options: Mapping[str, Any] | None = None,
-    ) -> SolverOutput:
-        """Solve ``lp`` with CBC through PuLP.
+    def _prepare(self, lp: LinearProgram, *, time_limit: float | None, options: Mapping[str, Any] | None) -> Any:
+        """The checked options (:func:`_check_options`)."""
+        return _check_options(options)
 
-        Parameters
-        ----------
-        lp : LinearProgram
-            The program.
-        time_limit : float, optional
-            Seconds, passed as ``timeLimit``.
-        options : Mapping, optional
-            ``msg``, ``gapRel``, ``threads``.
-
-        Returns
-        -------
-        SolverOutput
-
-        Raises
-        ------
-        ValidationError
-            An unknown option or a bad option value.
-        SolverError
-            CBC failed to run or left no solution file.
-        """
+    def _run(self, lp: LinearProgram, prepared: Any, *, time_limit: float | None, t0: float) -> SolverOutput:
+        """Build ``lp`` in PuLP, run CBC with the checked options and read status and values."""
         import pulp
 
-        t0 = time.perf_counter()
-        opts = _check_options(options)
-        conflict = empty_row_conflict(lp)
-        if conflict is not None or lp.n_vars == 0:
-            return decided_without_solver(lp, self.name, t0, conflict)
         prob, xs = self._build(pulp, lp)
-
-        log_path = None
-        if not opts.get("msg", False):
-            fd, log_path = tempfile.mkstemp(prefix="hetsched-cbc-", suffix=".log")
-            os.close(fd)
-        kwargs = dict(msg=bool(opts.get("msg", False)), timeLimit=time_limit, logPath=log_path)
-        kwargs.update({k: v for k, v in opts.items() if k != "msg"})
-        log_text = ""
-        try:
-            with warnings.catch_warnings():
-                # PULP_CBC_CMD is deprecated for PuLP 4.0 (COIN_CMD + pulp[cbc] replaces it).
-                warnings.simplefilter("ignore", DeprecationWarning)
-                cmd = pulp.PULP_CBC_CMD(**kwargs)
-                prob.solve(cmd)
-        except pulp.PulpSolverError as exc:
-            raise SolverError(f"CBC failed on program {lp.name!r}: {exc}") from exc
-        finally:
-            if log_path is not None:
-                try:
-                    with open(log_path) as fh:
-                        log_text = fh.read()
-                finally:
-                    os.remove(log_path)
-
+        log_text = _run_cbc(pulp, prob, lp.name, prepared, time_limit)
         pair = (int(prob.status), int(prob.sol_status))
         native = f"{pulp.LpStatus.get(pair[0], pair[0])} / {pulp.LpSolution.get(pair[1], pair[1])}"
         if pair == (0, 0) and time_limit is not None:
@@ -231,19 +207,9 @@ class PulpBackend(Backend):
             x = self.no_solution(lp)
             objective = float("nan")
         mip_gap = cbc_mip_gap(log_text) if lp.is_mip and has_solution and log_text else None
-        elapsed = time.perf_counter() - t0
-        log.debug("pulp/cbc %s: %s in %.3fs (%d vars, %d rows)", lp.name, native, elapsed, lp.n_vars, lp.n_rows)
-        return SolverOutput(
-            status=status,
-            x=x,
-            objective=objective,
-            has_solution=has_solution,
-            native_status=native,
-            message=f"PuLP/CBC: {native}",
-            solve_s=elapsed,
-            backend=self.name,
-            row_dual=None,
-            mip_gap=mip_gap,
+        return self._finish(
+            lp, t0, log, "pulp/cbc", status=status, x=x, objective=objective, has_solution=has_solution,
+            native_status=native, message=f"PuLP/CBC: {native}", row_dual=None, mip_gap=mip_gap,
             info={"pulp_status": pair[0], "pulp_sol_status": pair[1]},
         )
 
