@@ -198,3 +198,23 @@ def test_min_makespan_refuses_rates_too_far_apart() -> None:
         hs.solve("min_makespan", jobs, hs.Cluster({"a": 2, "b": 3}))
     ok = hs.JobSet([[1.0, 1.0], [1.0, 1.0]], gpu_types=["a", "b"], steps_remaining=[1e-9, RATE_SPREAD_MAX * 1e-9])
     assert hs.solve("min_makespan", ok, hs.Cluster({"a": 2, "b": 3})).status == "optimal"
+
+
+def test_every_bool_parameter_of_every_registered_policy_refuses_non_bools() -> None:
+    """Policy.__post_init__ checks each field annotated ``bool``, for every registered policy
+    (the hand-written BOOLS table above only lists some of them)."""
+    import dataclasses
+
+    from hetsched.formulations.base import registered_policies
+
+    seen = 0
+    for cls in registered_policies().values():
+        for f in dataclasses.fields(cls):
+            if f.type not in ("bool", bool):
+                continue
+            seen += 1
+            for bad in (1, "yes", None):
+                with pytest.raises(ValidationError, match=rf"`{f.name}` must be True or False; got {re.escape(repr(bad))}"):
+                    cls(**{f.name: bad})
+            assert getattr(cls(**{f.name: np.bool_(False)}), f.name) == False  # noqa: E712 - NumPy bools pass
+    assert seen >= len(BOOLS) + 2  # the table's, hierarchical's and water filling's heterogeneity_aware

@@ -176,3 +176,38 @@ def test_two_classes_cannot_share_a_name():
     with pytest.raises(ValueError, match="taken by hetsched.formulations.max_min_fairness.MaxMinFairness"):
         base.register_policy(Impostor)
     assert base.make_policy("max_min_fairness").__class__.__name__ == "MaxMinFairness"
+
+
+def test_the_decorator_makes_a_frozen_keyword_only_dataclass(monkeypatch):
+    """``@register_policy`` alone gives a frozen, keyword-only dataclass; ``eq=False`` keeps
+    identity comparison; a class that is already a dataclass is registered as it is."""
+    monkeypatch.setattr(base, "_POLICIES", dict(base._POLICIES))  # restored after the test
+
+    @base.register_policy
+    class Plain(base.Policy):
+        name = "decorator_probe_plain"
+        share: float = 0.5
+
+    pol = Plain(share=0.25)
+    assert dataclasses.is_dataclass(Plain) and [f.name for f in dataclasses.fields(Plain)] == ["share"]
+    assert pol == Plain(share=0.25) and pol != Plain(share=0.5)
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        pol.share = 1.0
+    with pytest.raises(TypeError):
+        Plain(0.25)  # keyword-only
+    assert base.make_policy("decorator_probe_plain", share=0.75).share == 0.75
+
+    @base.register_policy(eq=False)
+    class NoEq(base.Policy):
+        name = "decorator_probe_noeq"
+        share: float = 0.5
+
+    assert NoEq() != NoEq() and base.registered_policies()["decorator_probe_noeq"] is NoEq
+
+    @dataclasses.dataclass(frozen=True)
+    class Own(base.Policy):
+        name = "decorator_probe_own"
+        share: float = 0.5
+
+    assert base.register_policy(Own) is Own
+    assert Own(0.3).share == 0.3  # its own (positional) dataclass, untouched

@@ -67,7 +67,6 @@ from __future__ import annotations
 import logging
 import math
 from collections.abc import Mapping
-from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -85,7 +84,6 @@ log = logging.getLogger(__name__)
 
 
 @register_policy
-@dataclass(frozen=True, kw_only=True)
 class AlloX(Policy):
     """Minimize average completion time by min-cost matching of jobs to (GPU, position) slots.
 
@@ -121,6 +119,7 @@ class AlloX(Policy):
     pinned: Mapping[Any, str] | None = None
 
     def __post_init__(self) -> None:
+        super().__post_init__()
         check_real(self.alpha, "alpha", low=0.0, high=1.0, low_open=True)
         check_real(self.horizon, "horizon", low=0.0, low_open=True, allow_none=True,
                    rule="a positive number of seconds or None")

@@ -4,11 +4,12 @@ from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass, field
-from typing import Any, ClassVar
+from typing import Any, ClassVar, dataclass_transform
 
 import numpy as np
 
 from ..errors import UnknownPolicyError, ValidationError
+from ..validation import check_bool
 from ..inputs.cluster import Cluster
 from ..inputs.jobs import JobSet
 from ..solvers.base import SolverOutput
@@ -75,6 +76,16 @@ class Policy:
     aggregatable: ClassVar[bool] = True
 
     # ------------------------------------------------------------------ API
+    def __post_init__(self) -> None:
+        """Check every parameter annotated ``bool`` is a bool (True, False or a NumPy bool).
+
+        Subclasses with rules of their own call ``super().__post_init__()`` first.
+        """
+        if dataclasses.is_dataclass(self):
+            for f in dataclasses.fields(self):
+                if f.type in ("bool", bool):
+                    check_bool(getattr(self, f.name), f.name)
+
     def aggregation_fields(self, jobs: JobSet) -> tuple[str, ...]:
         """Optional fields that tell ``jobs`` apart for this policy (the aggregation key).
 
@@ -121,16 +132,28 @@ class Policy:
         return {f.name: getattr(self, f.name) for f in dataclasses.fields(self)}  # type: ignore[arg-type]
 
 
-def register_policy(cls: type[Policy]) -> type[Policy]:
-    """Class decorator: register a policy under ``cls.name``.
+@dataclass_transform(kw_only_default=True, frozen_default=True)
+def register_policy(cls: type[Policy] | None = None, /, *, eq: bool = True) -> Any:
+    """Class decorator: make ``cls`` a frozen, keyword-only dataclass and register it under ``cls.name``.
 
     Put it on the class in its own module under :mod:`hetsched.formulations`: importing
     :mod:`hetsched.formulations` imports every module of the package, so the policy is then
     known to :func:`make_policy`, :func:`list_policies`, ``hetsched.policies`` and the CLI
-    without any further list to edit.
+    without any further list to edit. A class already made a dataclass by its own decorator is
+    registered as it is. ``@register_policy(eq=False)`` turns off the generated ``__eq__``
+    (for fields, such as DataFrames, whose comparison is ambiguous).
+
+    Raises
+    ------
+    ValueError
+        ``cls.name`` is empty, or another class is registered under the same name.
     """
+    if cls is None:
+        return lambda c: register_policy(c, eq=eq)
     if not cls.name:
         raise ValueError("a policy class needs a non-empty `name`")
+    if "__dataclass_fields__" not in cls.__dict__:
+        cls = dataclass(frozen=True, kw_only=True, eq=eq)(cls)
     other = _POLICIES.get(cls.name)
     if other is not None and other.__qualname__ != cls.__qualname__:
         raise ValueError(f"policy name {cls.name!r} is taken by {other.__module__}.{other.__qualname__}")

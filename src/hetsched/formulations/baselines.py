@@ -21,7 +21,6 @@ Examples
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 
 import numpy as np
 
@@ -49,7 +48,6 @@ class _ClosedForm(Policy):
 
 
 @register_policy
-@dataclass(frozen=True, kw_only=True)
 class Isolated(_ClosedForm):
     """Each job gets 1/n of every GPU type (divided by its scale factor)."""
 
@@ -62,7 +60,6 @@ class Isolated(_ClosedForm):
 
 
 @register_policy
-@dataclass(frozen=True, kw_only=True)
 class Proportional(_ClosedForm):
     """Each job gets the same capacity-proportional fraction of every usable type."""
 

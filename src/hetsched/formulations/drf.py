@@ -58,7 +58,6 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Mapping
-from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -67,7 +66,7 @@ from ..inputs.cluster import Cluster
 from ..inputs.jobs import JobSet
 from ..solvers.context import SolveContext
 from ..solvers.program import LinearProgram
-from ..validation import check_bool, check_int
+from ..validation import check_int
 from .base import Policy, PolicyOutcome, register_policy
 from .builder import ProgramBuilder
 from .common import add_base_rows, proportional_throughput, usable_mask
@@ -85,7 +84,6 @@ RISE_TOL = 1e-6
 
 
 @register_policy
-@dataclass(frozen=True, kw_only=True)
 class DominantResourceFairness(Policy):
     """Weighted DRF across users over GPU types, host CPU and host memory (progressive filling).
 
@@ -119,9 +117,8 @@ class DominantResourceFairness(Policy):
     balance_users: bool = True
 
     def __post_init__(self) -> None:
+        super().__post_init__()
         check_ticket_map(self.user_weights, "user_weights")
-        check_bool(self.allow_absent_users, "allow_absent_users")
-        check_bool(self.balance_users, "balance_users")
         check_int(self.max_rounds, "max_rounds", low=1)
 
     def users(self, jobs: JobSet) -> UserGroups:

@@ -19,21 +19,18 @@ Examples
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 
 import numpy as np
 
 from ..inputs.cluster import Cluster
 from ..inputs.jobs import JobSet
 from ..solvers.context import SolveContext
-from ..validation import check_bool
 from .base import Policy, PolicyOutcome, register_policy
 
 __all__ = ["Fifo"]
 
 
 @register_policy
-@dataclass(frozen=True, kw_only=True)
 class Fifo(Policy):
     """First come, first served on the fastest type with room (ties: earlier column).
 
@@ -48,9 +45,6 @@ class Fifo(Policy):
     reads = ("arrival_times",)
     aggregatable = False
     backfill: bool = True
-
-    def __post_init__(self) -> None:
-        check_bool(self.backfill, "backfill")
 
     def objective_of(self, X: np.ndarray, jobs: JobSet, cluster: Cluster) -> float:
         """Total throughput of ``X``."""

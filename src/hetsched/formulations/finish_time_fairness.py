@@ -48,7 +48,6 @@ Examples
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 
 import numpy as np
 
@@ -56,7 +55,7 @@ from ..inputs.cluster import Cluster
 from ..inputs.jobs import JobSet
 from ..solvers.context import SolveContext
 from ..solvers.program import LinearProgram
-from ..validation import check_bool, check_int, check_real
+from ..validation import check_int, check_real
 from .base import Policy, PolicyOutcome, register_policy
 from .common import (
     STAGE2_RELATIVE_SLACK,
@@ -70,7 +69,6 @@ __all__ = ["FinishTimeFairness"]
 
 
 @register_policy
-@dataclass(frozen=True, kw_only=True)
 class FinishTimeFairness(SpaceOptions, Policy):
     r"""Minimize the worst finish-time fairness ratio ρ (Themis).
 
@@ -102,7 +100,6 @@ class FinishTimeFairness(SpaceOptions, Policy):
         super().__post_init__()
         check_real(self.rtol, "rtol", low=0.0, high=1.0, high_open=True)
         check_int(self.max_steps, "max_steps", low=1)
-        check_bool(self.second_stage, "second_stage")
 
     def _terms(self, jobs: JobSet, cluster: Cluster) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
         cap = cluster.capacities(jobs.gpu_types)

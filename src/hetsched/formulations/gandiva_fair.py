@@ -69,7 +69,6 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Mapping
-from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -78,7 +77,6 @@ from ..inputs.cluster import Cluster
 from ..inputs.jobs import JobSet
 from ..solvers.context import SolveContext
 from ..solvers.program import LinearProgram
-from ..validation import check_bool
 from .base import Policy, PolicyOutcome, register_policy
 from .builder import ProgramBuilder
 from .common import add_base_rows, proportional_throughput, usable_mask
@@ -100,7 +98,6 @@ RELATIVE_SLACK = 1e-9
 
 
 @register_policy
-@dataclass(frozen=True, kw_only=True)
 class GandivaFair(Policy):
     """Fair share of every GPU type per user (tickets), then trades from which nobody loses.
 
@@ -137,9 +134,8 @@ class GandivaFair(Policy):
     balance_users: bool = True
 
     def __post_init__(self) -> None:
+        super().__post_init__()
         check_ticket_map(self.tickets, "tickets")
-        for flag in ("allow_absent_users", "split_gains", "balance_users"):
-            check_bool(getattr(self, flag), flag)
 
     # ---------------------------------------------------------------- pieces
     def coefficients(self, jobs: JobSet, cluster: Cluster) -> np.ndarray:

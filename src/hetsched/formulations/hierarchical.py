@@ -37,7 +37,7 @@ jobs. Weighted shares 2 : 1 would give "a" 2 GPUs, but its single job can use on
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import field
 from typing import Any
 
 import numpy as np
@@ -46,7 +46,7 @@ from ..errors import MissingFieldError, ValidationError, show
 from ..inputs.cluster import Cluster
 from ..inputs.jobs import JobSet
 from ..solvers.context import SolveContext
-from ..validation import check_bool, check_real
+from ..validation import check_real
 from .base import Policy, PolicyOutcome, register_policy
 from .builder import ProgramBuilder
 from .common import add_base_rows, retry_exact
@@ -62,7 +62,6 @@ TOTALS_RELATIVE_SLACK = 1e-7
 
 
 @register_policy
-@dataclass(frozen=True, kw_only=True)
 class HierarchicalMaxMinFairness(Policy):
     """Weighted max-min fairness across entities; fairness or FIFO within each.
 
@@ -85,9 +84,7 @@ class HierarchicalMaxMinFairness(Policy):
     heterogeneity_aware: bool = True
 
     def __post_init__(self) -> None:
-        parent = getattr(super(), "__post_init__", None)
-        if parent is not None:
-            parent()
+        super().__post_init__()
         if self.entity_weights is not None:
             if not isinstance(self.entity_weights, Mapping):
                 raise ValidationError(
@@ -98,7 +95,6 @@ class HierarchicalMaxMinFairness(Policy):
                 check_real(v, f"entity_weights[{show(k)}]", low=0.0, low_open=True, rule="a positive number")
         if not isinstance(self.intra, str) or self.intra not in ("fairness", "fifo"):
             raise ValidationError(f"`intra` must be 'fairness' or 'fifo'; got {show(self.intra)}.")
-        check_bool(self.heterogeneity_aware, "heterogeneity_aware")
 
     def _entities(self, jobs: JobSet) -> tuple[np.ndarray, np.ndarray, list[Any], list[Any]]:
         """(entity code per row, weight per entity, entity labels, ignored entities)."""

@@ -37,7 +37,6 @@ Examples
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 
 import numpy as np
 
@@ -45,7 +44,6 @@ from ..inputs.cluster import Cluster
 from ..inputs.jobs import JobSet
 from ..solvers.context import SolveContext
 from ..solvers.program import LinearProgram
-from ..validation import check_bool
 from .base import Policy, PolicyOutcome, register_policy
 from .common import level_program, proportional_throughput, solve_levels, usable_mask
 from .spaces.space import SpaceOptions
@@ -64,7 +62,6 @@ def normalized_share_coefficients(jobs: JobSet, capacities: np.ndarray, heteroge
 
 
 @register_policy
-@dataclass(frozen=True, kw_only=True)
 class MaxMinFairness(SpaceOptions, Policy):
     """Maximize the minimum normalized share (Gavel's ``max_min_fairness_perf``).
 
@@ -86,11 +83,6 @@ class MaxMinFairness(SpaceOptions, Policy):
     name = "max_min_fairness"
     heterogeneity_aware: bool = True
     second_stage: bool = True
-
-    def __post_init__(self) -> None:
-        super().__post_init__()
-        check_bool(self.heterogeneity_aware, "heterogeneity_aware")
-        check_bool(self.second_stage, "second_stage")
 
     def coefficients(self, jobs: JobSet, cluster: Cluster) -> np.ndarray:
         """Normalized-share coefficients ``a`` (see module docstring)."""

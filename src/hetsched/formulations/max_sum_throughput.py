@@ -34,7 +34,6 @@ Examples
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 
 import numpy as np
 
@@ -43,7 +42,6 @@ from ..inputs.cluster import Cluster
 from ..inputs.jobs import JobSet
 from ..solvers.context import SolveContext
 from ..solvers.program import LinearProgram
-from ..validation import check_bool
 from .base import Policy, PolicyOutcome, register_policy
 from .builder import ProgramBuilder
 from .common import add_base_rows, throughput_rows, usable_mask
@@ -56,7 +54,6 @@ SHORTFALL_TOL = 1e-7
 
 
 @register_policy
-@dataclass(frozen=True, kw_only=True)
 class MaxSumThroughput(SpaceOptions, Policy):
     """Maximize the sum of job throughputs.
 
@@ -77,11 +74,6 @@ class MaxSumThroughput(SpaceOptions, Policy):
     reads = ("steps_remaining", "slos")
     normalize_by_cost: bool = False
     use_slos: bool = True
-
-    def __post_init__(self) -> None:
-        super().__post_init__()
-        check_bool(self.normalize_by_cost, "normalize_by_cost")
-        check_bool(self.use_slos, "use_slos")
 
     def _coefficients(self, jobs: JobSet, cluster: Cluster) -> np.ndarray:
         cap = cluster.capacities(jobs.gpu_types)

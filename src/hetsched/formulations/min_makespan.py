@@ -26,7 +26,6 @@ Examples
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 
 import numpy as np
 
@@ -35,7 +34,6 @@ from ..inputs.cluster import Cluster
 from ..inputs.jobs import JobSet
 from ..solvers.context import SolveContext
 from ..solvers.program import LinearProgram
-from ..validation import check_bool
 from .base import Policy, PolicyOutcome, register_policy
 from .common import level_program, solve_levels, usable_mask
 from .spaces.space import SpaceOptions
@@ -50,7 +48,6 @@ RATE_SPREAD_MAX = 1e13
 
 
 @register_policy
-@dataclass(frozen=True, kw_only=True)
 class MinMakespan(SpaceOptions, Policy):
     r"""Minimize the time until the last job finishes at the allocation's rates.
 
@@ -72,10 +69,6 @@ class MinMakespan(SpaceOptions, Policy):
     requires = ("steps_remaining",)
     reads = ("steps_remaining",)
     second_stage: bool = True
-
-    def __post_init__(self) -> None:
-        super().__post_init__()
-        check_bool(self.second_stage, "second_stage")
 
     def coefficients(self, jobs: JobSet, cluster: Cluster) -> tuple[np.ndarray, float]:
         """``a = T / (R sigma)`` on usable pairs, and ``sigma``."""

@@ -136,7 +136,6 @@ import dataclasses
 import logging
 import math
 from collections.abc import Mapping
-from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -230,8 +229,7 @@ class SiaProblem:
         return float((self.weights * u).sum())
 
 
-@register_policy
-@dataclass(frozen=True, kw_only=True, eq=False)  # eq on DataFrame fields would be ambiguous
+@register_policy(eq=False)  # eq on DataFrame fields would be ambiguous
 class Sia(Policy):
     """Sia's goodput ILP: each job gets one configuration (GPU type, GPU count) or none.
 
@@ -298,6 +296,7 @@ class Sia(Policy):
     column_reduction: bool | None = None
 
     def __post_init__(self) -> None:
+        super().__post_init__()
         check_real(self.fairness_power, "fairness_power")
         check_real(self.lambda_unallocated, "lambda_unallocated", low=0.0, allow_none=True,
                    rule="a finite number >= 0")

@@ -596,6 +596,7 @@ class SpaceOptions:
     placement_sensitivity: Any = None
 
     def __post_init__(self) -> None:
+        super().__post_init__()
         check_space_option(self.packing, "packing")
         check_space_option(self.placement_sensitivity, "placement_sensitivity")
 
