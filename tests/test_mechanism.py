@@ -514,6 +514,8 @@ def test_reset_forgets_shares_but_keeps_leases_and_counts():
     half = h.reset(decay=0.5, job_ids=[1])
     assert np.allclose(half.received, h.received * [[1.0], [0.5]])
     assert np.array_equal(h.reset(decay=1.0).received, h.received)
+    # a reset is a new history: a plan cached against the old one's version must not match it
+    assert len({h.version, r0.version, half.version}) == 3
 
 
 def test_record_uses_the_actual_round_length():
@@ -671,7 +673,7 @@ def test_bad_input_to_record_reset_adapter_and_carve():
             h.record(plan, bad)
     with pytest.raises(ValidationError, match="`plan` must be a RoundPlan"):
         h.record("plan")
-    for bad in (-0.1, 1.5, "x"):
+    for bad in (-0.1, 1.5, "x", True, float("nan")):
         with pytest.raises(ValidationError, match=r"`decay` must be a number in \[0, 1\]"):
             h.reset(decay=bad)
     with pytest.raises(ValidationError, match="unknown: \\['zz'\\]"):

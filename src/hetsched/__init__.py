@@ -26,17 +26,21 @@ from .errors import (
     ValidationError,
 )
 from .formulations.base import Policy, list_policies
-from .inputs.cluster import Cluster
-from .inputs.jobs import JobSet
-from .inputs.throughputs import (
+from .inputs import (
+    Cluster,
+    JobSet,
     PairThroughputs,
+    Server,
     ThroughputCatalogue,
+    Topology,
+    Workload,
     gavel_throughputs,
     generate_catalogue,
     load_gavel_throughputs,
+    poisson_arrivals,
+    random_jobs,
+    sample_jobs,
 )
-from .inputs.topology import Server, Topology
-from .inputs.workloads import Workload, poisson_arrivals, random_jobs, sample_jobs
 from .mechanism import RoundPlan, ShareHistory, carve_shares, plan_round
 from .online import OnlineScheduler
 from .placement import Placement, PlacementCosts, place, place_plan
@@ -63,66 +67,19 @@ logging.getLogger(__name__).addHandler(logging.NullHandler())
 
 __version__ = "0.1.0"
 
+#: The public face: entry points, policies, inputs (:mod:`hetsched.inputs`), results, mechanism,
+#: placement, simulator and errors (:mod:`hetsched.errors`).
 __all__ = [
-    "Allocation",
-    "CapabilityError",
-    "Cluster",
-    "DataNotFoundError",
-    "MainModuleGuardError",
-    "HetschedError",
-    "JobSet",
-    "LinearProgram",
-    "MissingFieldError",
-    "Policy",
-    "SolverError",
-    "UnknownPolicyError",
-    "UnknownSolverError",
-    "ValidationError",
-    "PairThroughputs",
-    "Partitioned",
-    "OnlineScheduler",
-    "RoundPlan",
-    "ServiceDistribution",
-    "PolicyScheduler",
-    "RoundRows",
-    "RoundScheduler",
-    "RoundView",
-    "SchedulerError",
-    "SimOptions",
-    "SimulationResult",
-    "Tiresias",
-    "TiresiasState",
-    "schedulers",
-    "Trace",
-    "generate_workload",
-    "load_trace",
-    "sim",
-    "simulate",
-    "sweep",
-    "ShareHistory",
-    "carve_shares",
-    "mechanism",
-    "plan_round",
-    "Placement",
-    "PlacementCosts",
-    "Server",
-    "Topology",
-    "place",
-    "place_plan",
-    "ThroughputCatalogue",
-    "Workload",
-    "available_solvers",
-    "gavel_throughputs",
-    "generate_catalogue",
-    "load_gavel_throughputs",
-    "poisson_arrivals",
-    "random_jobs",
-    "sample_jobs",
-    "list_policies",
-    "policies",
-    "solve",
-    "validate_problem",
-    "__version__",
+    "Allocation", "CapabilityError", "Cluster", "DataNotFoundError", "HetschedError", "JobSet",
+    "LinearProgram", "MainModuleGuardError", "MissingFieldError", "OnlineScheduler", "PairThroughputs",
+    "Partitioned", "Placement", "PlacementCosts", "Policy", "PolicyScheduler", "RoundPlan", "RoundRows",
+    "RoundScheduler", "RoundView", "SchedulerError", "Server", "ServiceDistribution", "ShareHistory",
+    "SimOptions", "SimulationResult", "SolverError", "ThroughputCatalogue", "Tiresias", "TiresiasState",
+    "Topology", "Trace", "UnknownPolicyError", "UnknownSolverError", "ValidationError", "Workload",
+    "__version__", "available_solvers", "carve_shares", "gavel_throughputs", "generate_catalogue",
+    "generate_workload", "list_policies", "load_gavel_throughputs", "load_trace", "mechanism", "place",
+    "place_plan", "plan_round", "poisson_arrivals", "policies", "random_jobs", "sample_jobs", "schedulers",
+    "sim", "simulate", "solve", "sweep", "validate_problem"
 ]
 
 # ------------------------------------------------------------------ moved modules (one release)

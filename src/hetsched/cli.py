@@ -103,6 +103,15 @@ def _add_workload_args(p: argparse.ArgumentParser, *, jobs_default: int = 200) -
                    help="cut the cluster into servers of this size (enables placement)")
 
 
+def _add_progress_args(p: argparse.ArgumentParser) -> None:
+    """``--progress`` / ``--no-progress`` (default None: decided by
+    :func:`hetsched.sim.provenance.progress_wanted`)."""
+    g = p.add_mutually_exclusive_group()
+    g.add_argument("--progress", dest="progress", action="store_true", default=None,
+                   help="progress bar (default: on a terminal, off under CI or when stderr is not a terminal)")
+    g.add_argument("--no-progress", dest="progress", action="store_false")
+
+
 def _add_sim_args(p: argparse.ArgumentParser) -> None:
     g = p.add_argument_group("simulation")
     g.add_argument("--round-seconds", type=float, default=360.0, help="round length (default 360 s)")
@@ -169,10 +178,7 @@ def _build_parser() -> argparse.ArgumentParser:
     sim.add_argument("--out", "-o", "--output", dest="out", metavar="DIR", default=None,
                      help="write DIR/jobs.csv, DIR/rounds.csv and DIR/summary.json")
     sim.add_argument("--runs", action="store_true", help="also write DIR/runs.csv (the run log)")
-    pr = sim.add_mutually_exclusive_group()
-    pr.add_argument("--progress", dest="progress", action="store_true", default=None,
-                    help="progress bar (default: on a terminal, off under CI or when stderr is not a terminal)")
-    pr.add_argument("--no-progress", dest="progress", action="store_false")
+    _add_progress_args(sim)
 
     sw = sub.add_parser("sweep", help="policies x loads x seeds through a process pool; writes sweep.csv")
     sw.add_argument("--config", metavar="TOML", default=None, help="a TOML experiment")
@@ -187,10 +193,7 @@ def _build_parser() -> argparse.ArgumentParser:
     sw.add_argument("--out", "-o", metavar="DIR", default=None,
                     help="write DIR/sweep.csv and DIR/provenance.json (and DIR/jct_vs_load.png)")
     sw.add_argument("--plot", action="store_true", help="also plot average JCT vs load")
-    swp = sw.add_mutually_exclusive_group()
-    swp.add_argument("--progress", dest="progress", action="store_true", default=None,
-                     help="progress bar (default: on a terminal, off under CI or when stderr is not a terminal)")
-    swp.add_argument("--no-progress", dest="progress", action="store_false")
+    _add_progress_args(sw)
 
     b = sub.add_parser("bench", help="simulation speed on Gavel's setup (36 V100 + 36 P100 + 36 K80)")
     b.add_argument("--loads", default="2", help="comma-separated arrival rates, jobs/hour (default 2)")

@@ -7,6 +7,7 @@ inputs).
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -16,11 +17,11 @@ import numpy as np
 import pandas as pd
 
 from ..errors import ValidationError
-from ..validation import check_positive
+from ..validation import check_positive, check_real
 from .plan import RoundPlan
 from .validation import as_id_array
 
-__all__ = ["ShareHistory", "check_round_seconds"]
+__all__ = ["ShareHistory", "check_round_seconds", "rows_of"]
 
 _VERSIONS = itertools.count(1)
 
@@ -28,6 +29,19 @@ _VERSIONS = itertools.count(1)
 def check_round_seconds(value: Any, name: str = "round_seconds") -> float:
     """``value`` as a positive finite float (:func:`hetsched.validation.check_positive`)."""
     return check_positive(value, name, unit="seconds")
+
+
+def rows_of(known_ids: np.ndarray, job_ids: np.ndarray) -> np.ndarray:
+    """Row of each of ``job_ids`` in ``known_ids`` (int64; -1 for an id not there).
+
+    The identity when both hold the same ids in the same order, without hashing.
+    """
+    n = int(job_ids.shape[0])
+    if known_ids.shape[0] == 0:
+        return np.full(n, -1, dtype=np.int64)
+    if known_ids.shape == job_ids.shape and np.array_equal(known_ids, job_ids):
+        return np.arange(n, dtype=np.int64)
+    return pd.Index(known_ids).get_indexer(job_ids).astype(np.int64)
 
 
 @dataclass(frozen=True, eq=False)
@@ -131,12 +145,7 @@ class ShareHistory:
                 last_type=self.last_type, preemptions=self.preemptions, rounds_waiting=self.rounds_waiting,
                 seconds_waiting=self.seconds_waiting,
             )
-        if self.n_jobs == 0:
-            rows = np.full(n, -1, dtype=np.int64)
-        elif self.job_ids.shape == job_ids.shape and np.array_equal(self.job_ids, job_ids):
-            rows = np.arange(n, dtype=np.int64)
-        else:
-            rows = pd.Index(self.job_ids).get_indexer(job_ids).astype(np.int64)
+        rows = rows_of(self.job_ids, job_ids)
         known = rows >= 0
         kept = np.zeros(self.n_jobs, dtype=bool)
         kept[rows[known]] = True
@@ -259,33 +268,19 @@ class ShareHistory:
         ValidationError
             ``decay`` outside [0, 1]; ``job_ids`` naming a job the history does not know.
         """
-        try:
-            d = float(decay)
-        except (TypeError, ValueError):
-            raise ValidationError(f"`decay` must be a number in [0, 1]; got {decay!r}.") from None
-        if not 0.0 <= d <= 1.0:
-            raise ValidationError(f"`decay` must be a number in [0, 1]; got {decay!r}.")
+        d = check_real(decay, "decay", low=0.0, high=1.0)
         factor = np.full(self.n_jobs, d)
         if job_ids is not None:
             ids = as_id_array(job_ids)
-            rows = pd.Index(self.job_ids).get_indexer(ids) if self.n_jobs else np.full(ids.shape[0], -1)
+            rows = rows_of(self.job_ids, ids)
             if (rows < 0).any():
                 bad = ids[rows < 0][:5].tolist()
                 raise ValidationError(f"`job_ids` must be jobs the history knows; unknown: {bad}.")
             factor = np.ones(self.n_jobs)
             factor[rows] = d
-        return ShareHistory(
-            gpu_types=self.gpu_types,
-            job_ids=self.job_ids,
-            received=self.received * factor[:, None],
-            elapsed=self.elapsed * factor,
-            attained=self.attained,
-            last_type=self.last_type,
-            preemptions=self.preemptions,
-            rounds_waiting=self.rounds_waiting,
-            rounds=self.rounds,
-            seconds_waiting=self.seconds_waiting,
-        )
+        # a new version: plans cached against this history's version must not take the reset one for it
+        return dataclasses.replace(self, received=self.received * factor[:, None], elapsed=self.elapsed * factor,
+                                   version=next(_VERSIONS))
 
     # ----------------------------------------------------------------- reports
     def share_error(self, X: np.ndarray, job_ids: Sequence[Any] | np.ndarray | None = None) -> float:

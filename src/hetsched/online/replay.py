@@ -33,15 +33,7 @@ from ..errors import ValidationError
 from ..inputs.cluster import Cluster
 from ..inputs.throughputs import ThroughputCatalogue
 from ..sim.ledger import Ledger
-from ..sim.loop import (
-    _add_plan_time,
-    _options,
-    _result,
-    _trace,
-    _Workload,
-    as_scheduler,
-    run_rounds,
-)
+from ..sim.loop import _add_plan_time, _options, _result, _Workload, prepare, run_rounds
 from ..sim.options import SimOptions
 from ..sim.policy_scheduler import WORKLOAD
 from ..sim.result import SimulationResult
@@ -87,15 +79,11 @@ def simulate_online(scheduler: Any, workload: Any, cluster: Cluster, *, learn: b
     """
     wall0 = time.perf_counter()
     opts = _options(options, kwargs)
-    if not isinstance(cluster, Cluster):
-        raise ValidationError(f"`cluster` must be a hetsched.Cluster; got {type(cluster).__name__}.")
     if opts.mechanism != "rounds":
         raise ValidationError("the online scheduler runs whole GPUs per round: `mechanism` must be 'rounds'.")
     check_nonneg(report_noise, "report_noise")
     check_bool(learn, "learn")
-    sched = as_scheduler(scheduler, opts)
-    trace = _trace(workload, opts, sched)
-    w = _Workload.build(trace, cluster, opts, sched)
+    sched, w = prepare(scheduler, workload, cluster, opts)
     w.config.update({"learn_throughputs": bool(learn), "report_noise": float(report_noise),
                      "throughput_reference": None if reference is None else repr(reference), "driver": "online"})
     pol = getattr(sched, "policy", None)

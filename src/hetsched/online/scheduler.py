@@ -511,21 +511,15 @@ class OnlineScheduler:
         return out
 
     def _profile(self, throughputs: Mapping[str, float] | None, job_type: str | None, sf: int) -> np.ndarray | None:
+        """The reference row of the job's type and gang (NaN where unknown), overridden by the
+        ``throughputs`` a submit gives (checked as :meth:`_rates` checks rates)."""
         prof = self.estimator.profile(job_type, sf)
         if throughputs is None:
             return prof
-        check_mapping(throughputs, "throughputs", rule="a mapping GPU type -> steps/s")
-        col = {t: k for k, t in enumerate(self.gpu_types)}
+        given = self._rates(throughputs, "throughputs")
         out = np.full(len(self.gpu_types), np.nan) if prof is None else prof
-        for t, v in throughputs.items():
-            if t not in col:
-                raise ValidationError(f"`throughputs` names GPU type {t!r}, which the cluster lacks "
-                                      f"(types: {list(self.gpu_types)}).")
-            x = check_real(v, f"throughputs[{t!r}]", low=0.0, high=THROUGHPUT_RANGE[1])
-            if 0 < x < THROUGHPUT_RANGE[0]:
-                raise ValidationError(f"`throughputs[{t!r}]` must be 0 or in [{THROUGHPUT_RANGE[0]:g}, "
-                                      f"{THROUGHPUT_RANGE[1]:g}] steps/s; got {v!r}.")
-            out[col[t]] = x
+        named = ~np.isnan(given)  # a given rate is finite (check_real refuses NaN)
+        out[named] = given[named]
         return out
 
     def _finish(self, job_id: Any, now: float | None, status: int) -> None:

@@ -72,6 +72,7 @@ import pandas as pd
 from ..errors import ValidationError
 from ..inputs.cluster import Cluster
 from ..inputs.jobs import JobSet
+from ..mechanism.history import rows_of
 from ..mechanism.packing import greedy_pack, greedy_pack_blocking
 from ..mechanism.plan import RoundPlan
 from ..validation import (
@@ -175,12 +176,7 @@ class TiresiasState:
         ``rows`` (-1 for new jobs) and ``dropped_ids``.
         """
         n = int(job_ids.shape[0])
-        if self.n_jobs == 0:
-            rows = np.full(n, -1, dtype=np.int64)
-        elif self.job_ids.shape == job_ids.shape and np.array_equal(self.job_ids, job_ids):
-            rows = np.arange(n, dtype=np.int64)
-        else:
-            rows = pd.Index(self.job_ids).get_indexer(job_ids).astype(np.int64)
+        rows = rows_of(self.job_ids, job_ids)
         known = rows >= 0
         src = rows[known]
         enter = np.full(n, self.time) if arrival is None else np.minimum(np.asarray(arrival, float), self.time)

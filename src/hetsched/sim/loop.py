@@ -171,6 +171,23 @@ def _trace(workload: Any, opts: SimOptions, sched: Any) -> Trace:
     return generate_workload(seed=opts.seed, **spec)
 
 
+def prepare(scheduler: Any, workload: Any, cluster: Any, opts: SimOptions) -> tuple[RoundScheduler, _Workload]:
+    """What every driver does before its first round: check ``cluster``, turn ``scheduler``
+    into a round scheduler, ``workload`` into a trace, and the trace into arrays.
+
+    Raises
+    ------
+    ValidationError
+        ``cluster`` is not a :class:`~hetsched.Cluster`, or any check of :func:`as_scheduler`,
+        the trace or the workload fails.
+    """
+    if not isinstance(cluster, Cluster):
+        raise ValidationError(f"`cluster` must be a hetsched.Cluster; got {type(cluster).__name__}.")
+    sched = as_scheduler(scheduler, opts)
+    trace = _trace(workload, opts, sched)
+    return sched, _Workload.build(trace, cluster, opts, sched)
+
+
 def _rename_jobs(message: str, ids: np.ndarray) -> str:
     """Replace "job 12" (a position) in a validation message by the trace's job id."""
 

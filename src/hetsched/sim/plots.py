@@ -109,13 +109,7 @@ def jct_cdf(results: Any, *, ax=None, hours: bool = True, log_x: bool = True):
     for label, r in _results(results).items():
         jct = _jobs(r)["jct"].to_numpy(dtype=float)
         _cdf(ax, jct / 3600 if hours else jct, str(label))
-    ax.set_xlabel("JCT (hours)" if hours else "JCT (s)")
-    ax.set_ylabel("fraction of jobs")
-    if log_x:
-        ax.set_xscale("log")
-    ax.grid(alpha=0.3)
-    _legend(ax)
-    return ax
+    return _finish_cdf(ax, "JCT (hours)" if hours else "JCT (s)", log_x)
 
 
 def ftf_cdf(results: Any, *, ax=None, threshold: float = 1.05, log_x: bool | None = None):
@@ -139,7 +133,12 @@ def ftf_cdf(results: Any, *, ax=None, threshold: float = 1.05, log_x: bool | Non
     if log_x is None:
         log_x = finite.size > 0 and finite.max() > 20 * finite.min()
     ax.axvline(threshold, color="grey", ls="--", lw=1, label=f"ρ = {threshold:g}")
-    ax.set_xlabel("finish-time fairness ρ (JCT / isolated-share time)")
+    return _finish_cdf(ax, "finish-time fairness ρ (JCT / isolated-share time)", log_x)
+
+
+def _finish_cdf(ax, xlabel: str, log_x: bool):
+    """Label, scale, grid and legend of a CDF plot; returns ``ax``."""
+    ax.set_xlabel(xlabel)
     ax.set_ylabel("fraction of jobs")
     if log_x:
         ax.set_xscale("log")

@@ -31,16 +31,15 @@ from typing import Any
 
 import numpy as np
 
-from ..errors import ValidationError
 from ..inputs.cluster import Cluster
 from .ledger import Ledger
 from .loop import (
     _add_plan_time,
     _options,
     _result,
-    _trace,
     _Workload,
     as_scheduler,
+    prepare,
     run_rounds,
 )
 from .options import SimOptions
@@ -167,11 +166,7 @@ def simulate(scheduler: Any, workload: Any, cluster: Cluster, *, options: SimOpt
 
         return simulate_online(scheduler, workload, cluster, learn=True, report_noise=opts.report_noise,
                                reference=opts.throughput_reference, options=opts)
-    if not isinstance(cluster, Cluster):
-        raise ValidationError(f"`cluster` must be a hetsched.Cluster; got {type(cluster).__name__}.")
-    sched = as_scheduler(scheduler, opts)
-    trace = _trace(workload, opts, sched)
-    w = _Workload.build(trace, cluster, opts, sched)
+    sched, w = prepare(scheduler, workload, cluster, opts)
     ledger = Ledger(w.total, len(w.types), restart_seconds=opts.restart_seconds, record_runs=opts.record_runs)
     step = _PlanStep(sched, RoundPlacer(w.place_cluster, w.types) if w.use_place else None, w)
     c, t_first = run_rounds(w, opts, ledger, step, wall0)
