@@ -6,17 +6,20 @@ round (:func:`solve_floor`):
 
 1. **group** the fixed jobs by (vertex, runner-up vertex, relative gap bin); a group's
    columns move its jobs toward the runner-up or shrink them to their floor
-   (:func:`_floor_groups`; vertices stay sparse, :class:`_Vertices`);
+   (:func:`_floor_fixed`, :func:`_floor_groups`; vertices stay sparse, :class:`_Vertices`);
 2. **solve** the master over the master jobs' likely variables
    (:func:`_floor_candidates`) plus the group columns, with the fixed vertices' load taken
-   off the capacities;
-3. **price** every job at the new prices (:func:`_floor_pricing`): the Lagrangian bound
-   certifies, fixed jobs whose best vertex beats their current one are violators, and
-   master-job variables with a positive reduced cost join (:func:`_floor_new_columns`);
-4. **stop** when the gap is certified or nothing is left to add.
+   off the capacities (an infeasible master is widened, :func:`_floor_retry`);
+3. **price** every job at the new prices (:func:`_floor_price_round`,
+   :func:`_floor_pricing`): the Lagrangian bound certifies, fixed jobs whose best vertex
+   beats their current one are violators, and master-job variables with a positive reduced
+   cost join (:func:`_floor_new_columns`, :func:`_floor_track`);
+4. **stop** when the gap is certified or nothing is left to add (:func:`_floor_finish`),
+   else move the violators into the master.
 
-First prices (:func:`_floor_warm_start`): for a second stage, the stage-1 prices scaled far
-above the objective; otherwise the floor problem on a random sample.
+First prices (:func:`_floor_warm_start`, :func:`_floor_start`): for a second stage, the
+stage-1 prices scaled far above the objective; otherwise the floor problem on a random
+sample.
 """
 
 from __future__ import annotations
@@ -28,26 +31,21 @@ from dataclasses import dataclass
 import numpy as np
 
 from .level import solve_level
-from .master import (
-    Aggregate,
-    build_master,
-    compact,
-    most_violated,
-    n_bins,
-    ratio_bin,
-    read_master,
-    sample_rows,
-    solve_master,
-    subproblem,
-    whole_lp_prices,
-)
+from .master import (Aggregate, compact, most_violated, n_bins, ratio_bin, read_master, sample_rows, subproblem,
+                     whole_lp_prices)
 from .options import StructuredOptions, StructuredResult
 from .pricing import PAIR, SINGLE, FloorChoice, floor_best
 from .problem import SeparableProblem
+from .rounds import (certify, iteration_limit, master_failed, out_of_time, record_round, solve_round_master,
+                     store_solution)
 
 __all__ = ['TIGHT_LEVEL', 'solve_floor']
 
 log = logging.getLogger(__name__)
+
+#: Debug line of a round (:func:`.rounds.record_round`).
+_ROUND_LOG = ("structured floor round %d: %d master jobs, %d group columns, %d vars, obj=%.12g, gap %.2e, "
+              "%d violators, %d new columns")
 
 
 #: Floor-feasibility level at or below which a floor problem counts as tight (its floors are
@@ -115,6 +113,29 @@ def _move_size(P: SeparableProblem, rows, lam, cf, v0: list, v1: list) -> np.nda
     return total
 
 
+def _group_loads(P: SeparableProblem, fj: np.ndarray, cf: np.ndarray, gid: np.ndarray, rows_g: np.ndarray,
+                 moves: tuple, ncol: int) -> tuple[np.ndarray, np.ndarray]:
+    """Coupling-row loads (n_cap, ncol) and objective (ncol,) of the group columns.
+
+    Each move is (entries added, entries taken away, column of each group, jobs that make
+    the move); a job of group ``gid`` (rows ``rows_g`` of ``fj`` are grouped) adds its
+    change of load and objective (``cf``: the fixed jobs' objective rows) to its column.
+    """
+    cap = np.zeros((P.n_cap, ncol))
+    obj = np.zeros(ncol)
+    for plus, minus, colmap, sel in moves:
+        jr = rows_g[sel[rows_g]]
+        if not jr.size:
+            continue
+        cidx = colmap[gid[jr]]
+        rows = fj[jr]
+        for entries, sign in ((plus, 1.0), (minus, -1.0)):
+            for k, a in entries:
+                cap += P.loads(rows, k[jr], sign * a[jr], cidx, ncol)
+                obj += np.bincount(cidx, weights=sign * cf[jr, k[jr]] * a[jr], minlength=ncol)
+    return cap, obj
+
+
 def _floor_groups(P: SeparableProblem, fj: np.ndarray, ch: FloorChoice, lam: np.ndarray, opts: StructuredOptions):
     """Vertices of fixed jobs, their groups and the aggregated columns.
 
@@ -165,20 +186,8 @@ def _floor_groups(P: SeparableProblem, fj: np.ndarray, ch: FloorChoice, lam: np.
     scol = np.full(G, -1, dtype=np.int64)
     scol[g_shr] = int(g_has1.sum()) + np.arange(int(g_shr.sum()))
     ncol = int(g_has1.sum() + g_shr.sum())
-    cap = np.zeros((P.n_cap, ncol))
-    obj = np.zeros(ncol)
-    rows_g = np.flatnonzero(grouped)
     moves = ((v1, v0, ucol, has1), ([(ch.k, V.delta)], [], scol, shrink))
-    for plus, minus, colmap, sel in moves:
-        jr = rows_g[sel[rows_g]]
-        if not jr.size:
-            continue
-        cidx = colmap[gid[jr]]
-        rows = fj[jr]
-        for entries, sign in ((plus, 1.0), (minus, -1.0)):
-            for k, a in entries:
-                cap += P.loads(rows, k[jr], sign * a[jr], cidx, ncol)
-                obj += np.bincount(cidx, weights=sign * cf[jr, k[jr]] * a[jr], minlength=ncol)
+    cap, obj = _group_loads(P, fj, cf, gid, np.flatnonzero(grouped), moves, ncol)
     both = g_has1 & g_shr
     link = np.stack([ucol[both], scol[both]], axis=1) if both.any() else None
     uj = np.where(gid >= 0, ucol[np.maximum(gid, 0)], -1)
@@ -186,6 +195,60 @@ def _floor_groups(P: SeparableProblem, fj: np.ndarray, ch: FloorChoice, lam: np.
     sj = np.where(gid >= 0, scol[np.maximum(gid, 0)], -1)
     sj = np.where(shrink, sj, -1)
     return V, gid, uj, sj, Aggregate(cap=cap, obj=obj, link=link)
+
+
+@dataclass
+class _FloorState:
+    """What the floor rounds carry from one round to the next.
+
+    ``amb``: the master jobs (bool, n); ``cols``: their variables in the master (bool,
+    (n, m); None: all usable); ``lam``: the prices that group the fixed jobs (None before
+    any); ``lam_best`` / ``best_upper`` / ``best_gap``: the prices with the lowest bound so
+    far, that bound and the best gap (the stabilization center); ``priced``: (prices,
+    :func:`~.pricing.floor_best` of every job at them) from the last pricing. ``C`` /
+    ``C_fin``: the coupling rows' right-hand sides (``C_fin``: 0 for ``inf``).
+    """
+
+    amb: np.ndarray
+    cols: np.ndarray | None
+    lam: np.ndarray | None
+    C: np.ndarray
+    C_fin: np.ndarray
+    lam_best: np.ndarray | None = None
+    best_upper: float = np.inf
+    best_gap: float = np.inf
+    priced: tuple | None = None
+
+
+@dataclass
+class _FloorFixed:
+    """The fixed jobs ``fj`` of a round: their vertices ``V`` (None when there are none),
+    the column of each job's move ``uj`` and shrink ``sj`` (-1: none), the groups' columns
+    ``agg`` and the coupling-row load of the vertices ``load`` (n_cap,)."""
+
+    fj: np.ndarray
+    V: _Vertices | None
+    uj: np.ndarray
+    sj: np.ndarray
+    agg: Aggregate | None
+    load: np.ndarray
+
+
+@dataclass
+class _FloorPriced:
+    """Pricing of a round at prices ``lam``: the fixed jobs' allocation ``ent`` ((type,
+    amount) entries), the allocation's value ``lower``, every job's choice ``full``, the
+    Lagrangian bound ``upper``, the ``gap``, the violators ``viol`` and the master jobs' new
+    columns ``new_cols``."""
+
+    lam: np.ndarray
+    ent: list
+    lower: float
+    full: FloorChoice
+    upper: float
+    gap: float
+    viol: np.ndarray
+    new_cols: np.ndarray
 
 
 def solve_floor(P: SeparableProblem, opts: StructuredOptions, deadline: float | None, depth: int = 0) -> StructuredResult:
@@ -202,148 +265,189 @@ def solve_floor(P: SeparableProblem, opts: StructuredOptions, deadline: float | 
     with X, the prices and the row duals, "infeasible" (floors that cannot all be met), or
     a limit / the master's failure status.
     """
-    n, m = P.n, P.m
     t_start = time.perf_counter()
     res = StructuredResult(status="unknown", message="")
-    A, C, c, f = P.A, P.C_all, P.c, P.floors
-    C_fin = np.where(np.isfinite(C), C, 0.0)
-    lam = None
-    amb = np.ones(n, dtype=bool)
-    best_upper, lam_best, best_gap = np.inf, None, np.inf
-    priced = None  # (prices, floor_best of every job at them) from the last round's pricing
-    cols = None  # master jobs' variables (None: all usable); restricted once prices are known
-    if n > opts.base_size and opts.init != "none":
-        t_w = time.perf_counter()
-        warm = _floor_warm_start(P, opts, deadline, depth)
-        res.warm_s = time.perf_counter() - t_w
-        if warm == "infeasible":
-            res.status, res.message = "infeasible", "the floors cannot all be met (certified by the level bound)"
-            return res
-        if warm is not None:
-            lam, amb0 = warm
-            amb = np.zeros(n, dtype=bool)
-            cols = np.zeros((n, m), dtype=bool)
-            if amb0 is not None:
-                ch0 = floor_best(A[amb0], P.U[amb0], _price_fn(P, lam, amb0), c[amb0], f[amb0])
-                cols[amb0] = _floor_candidates(P, amb0, ch0)
-                # prices of a level optimum, scaled far above the objective: they choose the
-                # master's jobs well but are no stabilization center (a mix with the
-                # master's prices would be theirs), so the rounds price at the master's
-                amb[amb0] = True
-            else:
-                lam_best = lam
-                best_upper = float(lam @ C_fin + floor_best(A, P.U, _price_fn(P, lam), c, f).value.sum()) \
-                    + P.offset
+    S = _floor_start(P, opts, deadline, depth, res)
+    if S is None:
+        return res
     for rnd in range(1, opts.max_rounds + 1):
-        if deadline is not None and time.perf_counter() > deadline:
-            res.status, res.message = "time_limit", f"time limit after {rnd - 1} master solves"
+        if out_of_time(res, deadline, rnd):
             return res
-        amb_idx = np.flatnonzero(amb)
-        fj = np.flatnonzero(~amb)
-        t_p = time.perf_counter()
-        if fj.size:
-            if priced is not None and priced[0] is lam:  # last round priced every job at these prices
-                ch = priced[1].take(fj)
-            else:
-                ch = floor_best(A[fj], P.U[fj], _price_fn(P, lam, fj), c[fj], f[fj])
-            V, _, uj, sj, agg = _floor_groups(P, fj, ch, lam, opts)
-            if np.any(~np.isfinite(ch.value)):  # a fixed job with no vertex: let the LP see it
-                bad = fj[~np.isfinite(ch.value)]
-                amb[bad] = True
-                if cols is not None:
-                    cols[bad] = P.U[bad]
-                continue
-            fixed_load = V.loads(P, fj)
-        else:
-            V = None
-            uj = sj = np.zeros(0, dtype=np.int64)
-            agg, fixed_load = None, np.zeros(P.n_cap)
+        amb_idx = np.flatnonzero(S.amb)
+        fj = np.flatnonzero(~S.amb)
+        t_p = time.perf_counter()  # 1. group the fixed jobs
+        F = _floor_fixed(P, S, fj, opts)
+        if F is None:
+            continue  # a fixed job without a vertex became a master job: group again
         res.pricing_s += time.perf_counter() - t_p
-        t_m = time.perf_counter()
-        lp, maps = build_master(P, amb_idx, cap_rhs=C - fixed_load, level=False, agg=agg,
-                           cols=None if cols is None else cols[amb_idx])
-        out = solve_master(lp, deadline)
-        res.master_s += time.perf_counter() - t_m
-        if out.status in ("infeasible", "infeasible_or_unbounded") and cols is not None \
-                and not np.array_equal(cols[amb_idx], P.U[amb_idx]):
-            cols[amb_idx] = P.U[amb_idx]  # the master jobs' chosen variables cannot meet their floors: all of them
-            res.history.append({"round": rnd, "master_jobs": int(amb_idx.size), "infeasible_master": True})
+        # 2. solve the master
+        lp, maps, out = solve_round_master(P, amb_idx, res, deadline, cap_rhs=S.C - F.load, level=False, agg=F.agg,
+                                           cols=None if S.cols is None else S.cols[amb_idx])
+        if _floor_retry(P, S, res, out.status, amb_idx, fj, rnd):
             continue
-        if out.status in ("infeasible", "infeasible_or_unbounded") and fj.size:
-            amb[:] = True  # the fixed vertices do not fit: solve the plain LP
-            cols = None
-            res.history.append({"round": rnd, "master_jobs": int(amb_idx.size), "infeasible_master": True})
-            continue
-        if not out.success:
-            res.status = out.status
-            res.message = f"master LP {rnd} ended {out.status!r} ({out.message})"
+        if master_failed(res, out, rnd):
             return res
         Xa, lam_master, za, ya, u = read_master(P, lp, out, maps)
-        # in-out stabilization: while far from optimal, price at a point between the best
-        # prices so far (lowest bound) and the master's, which damps the master's swings
-        coarse_phase = rnd <= opts.floor_coarse_rounds and lam_best is not None
-        lam = 0.5 * (lam_best + lam_master) if coarse_phase and best_gap > opts.coarse_gap else lam_master
-        t_p = time.perf_counter()
-        if V is None:
-            ent = []
-        elif agg is not None:
-            uu = np.where(uj >= 0, u[np.maximum(uj, 0)], 0.0)
-            ss = np.where(sj >= 0, u[np.maximum(sj, 0)], 0.0)
-            ent = V.entries(uu, ss)
-        else:
-            ent = V.entries()
-        # the fixed jobs' allocation stays sparse (entries) until the certificate holds
-        lower = float((c[amb_idx] * Xa).sum()) + sum(float(c[fj, k] @ a) for k, a in ent) + P.offset
-        full, upper, viol = _floor_pricing(P, lam, fj, ent, C_fin, opts)
-        gap = (upper - lower) / max(abs(lower), 1e-300)
-        if viol.size == 0 and gap > opts.gap_tol and lam is not lam_master:
-            # no violators at the stabilized prices proves nothing about the master's jobs:
-            # price at the master's own prices before concluding
-            lam = lam_master
-            full, upper, viol = _floor_pricing(P, lam, fj, ent, C_fin, opts)
-            gap = (upper - lower) / max(abs(lower), 1e-300)
-        priced = (lam, full)
-        new_cols = _floor_new_columns(P, amb_idx, cols, lam_master, ya, za)
+        t_p = time.perf_counter()  # 3. price every job
+        R = _floor_price_round(P, S, F, amb_idx, Xa, lam_master, ya, za, u, rnd, opts)
         res.pricing_s += time.perf_counter() - t_p
-        res.history.append({"round": rnd, "master_jobs": int(amb_idx.size), "groups": agg.size if agg else 0,
-                            "master_vars": lp.n_vars, "objective": lower, "upper": upper, "gap": gap,
-                            "violators": int(viol.size), "new_columns": int(new_cols.sum())})
-        log.debug("structured floor round %d: %d master jobs, %d group columns, %d vars, obj=%.12g, gap %.2e, "
-                  "%d violators, %d new columns", rnd, amb_idx.size, agg.size if agg else 0, lp.n_vars, lower, gap,
-                  viol.size, int(new_cols.sum()))
-        if new_cols.any():
-            cols[amb_idx] |= new_cols
-        if upper < best_upper:
-            best_upper, lam_best = upper, lam.copy()
-        best_gap = min(best_gap, gap)
-        if viol.size and gap > opts.coarse_gap and rnd <= opts.floor_coarse_rounds and fj.size:
+        record_round(res, log, _ROUND_LOG, rnd, amb_idx, F.agg, lp.n_vars, ("objective", R.lower), R.upper, R.gap,
+                     R.viol, R.new_cols)
+        _floor_track(S, R, amb_idx)  # 4. add columns; stop, or move violators in
+        if R.viol.size and R.gap > opts.coarse_gap and rnd <= opts.floor_coarse_rounds and fj.size:
             continue  # prices still far off: regroup with the new prices first
-        if (viol.size == 0 and not new_cols.any()) or gap <= opts.gap_tol:
-            y = np.zeros(n)
-            z = np.zeros(n)
-            y[fj], z[fj] = full.y[fj], full.z[fj]
-            y[amb_idx], z[amb_idx] = ya, za
-            X = np.zeros((n, m))
-            X[amb_idx] = Xa
-            for k, a in ent:
-                X[fj, k] += a
-            res.X, res.lam, res.y, res.z = X, lam, y, z
-            res.lower, res.upper = lower, max(upper, lower)
-            res.objective = lower
-            res.rounds, res.n_master_jobs = rnd, int(amb_idx.size)
-            res.master_rows = amb_idx
-            if gap <= max(opts.gap_tol, 1e-7):
-                res.status, res.message = "optimal", f"certified gap {max(gap, 0.0):.1e} after {rnd} master LP(s)"
-            else:
-                res.status = "numerical_error"
-                res.message = f"no violators but certified gap {gap:.1e} after {rnd} master LP(s)"
-            log.debug("structured floor done in %.3fs: %s", time.perf_counter() - t_start, res.message)
-            return res
-        amb[viol] = True
-        if cols is not None and viol.size:
-            cols[viol] = _floor_candidates(P, viol, full.take(viol))
-    res.status, res.message = "iteration_limit", f"no certificate after {opts.max_rounds} master LPs"
-    return res
+        if (R.viol.size == 0 and not R.new_cols.any()) or R.gap <= opts.gap_tol:
+            return _floor_finish(res, P, F, R, amb_idx, Xa, ya, za, rnd, opts, t_start)
+        S.amb[R.viol] = True
+        if S.cols is not None and R.viol.size:
+            S.cols[R.viol] = _floor_candidates(P, R.viol, R.full.take(R.viol))
+    return iteration_limit(res, opts)
+
+
+def _floor_start(P: SeparableProblem, opts: StructuredOptions, deadline: float | None, depth: int,
+                 res: StructuredResult) -> _FloorState | None:
+    """Setup: first prices from :func:`_floor_warm_start` for a problem above ``base_size``
+    (timed into ``res.warm_s``). With a second stage's master jobs they start in the master
+    with their likely variables; prices alone become the first stabilization center;
+    without prices every job is a master job. Returns the rounds' state, or None when the
+    floors cannot all be met (``res`` then says so)."""
+    n, m, A, c, f = P.n, P.m, P.A, P.c, P.floors
+    C = P.C_all
+    S = _FloorState(amb=np.ones(n, dtype=bool), cols=None, lam=None, C=C, C_fin=np.where(np.isfinite(C), C, 0.0))
+    if not (n > opts.base_size and opts.init != "none"):
+        return S
+    t_w = time.perf_counter()
+    warm = _floor_warm_start(P, opts, deadline, depth)
+    res.warm_s = time.perf_counter() - t_w
+    if warm == "infeasible":
+        res.status, res.message = "infeasible", "the floors cannot all be met (certified by the level bound)"
+        return None
+    if warm is None:
+        return S
+    S.lam, amb0 = warm
+    S.amb = np.zeros(n, dtype=bool)
+    S.cols = np.zeros((n, m), dtype=bool)
+    if amb0 is not None:
+        ch0 = floor_best(A[amb0], P.U[amb0], _price_fn(P, S.lam, amb0), c[amb0], f[amb0])
+        S.cols[amb0] = _floor_candidates(P, amb0, ch0)
+        # prices of a level optimum, scaled far above the objective: they choose the
+        # master's jobs well but are no stabilization center (a mix with the
+        # master's prices would be theirs), so the rounds price at the master's
+        S.amb[amb0] = True
+    else:
+        S.lam_best = S.lam
+        S.best_upper = float(S.lam @ S.C_fin + floor_best(A, P.U, _price_fn(P, S.lam), c, f).value.sum()) + P.offset
+    return S
+
+
+def _floor_fixed(P: SeparableProblem, S: _FloorState, fj: np.ndarray, opts: StructuredOptions) -> _FloorFixed | None:
+    """Group phase: the fixed jobs ``fj`` at their best vertex for ``S.lam`` (reusing the last
+    pricing when it was at these prices), their groups (:func:`_floor_groups`) and load.
+    Returns None after moving fixed jobs without a vertex into the master (the LP sees
+    them)."""
+    if not fj.size:
+        none_i = np.zeros(0, dtype=np.int64)
+        return _FloorFixed(fj=fj, V=None, uj=none_i, sj=none_i, agg=None, load=np.zeros(P.n_cap))
+    if S.priced is not None and S.priced[0] is S.lam:  # last round priced every job at these prices
+        ch = S.priced[1].take(fj)
+    else:
+        ch = floor_best(P.A[fj], P.U[fj], _price_fn(P, S.lam, fj), P.c[fj], P.floors[fj])
+    V, _, uj, sj, agg = _floor_groups(P, fj, ch, S.lam, opts)
+    if np.any(~np.isfinite(ch.value)):  # a fixed job with no vertex: let the LP see it
+        bad = fj[~np.isfinite(ch.value)]
+        S.amb[bad] = True
+        if S.cols is not None:
+            S.cols[bad] = P.U[bad]
+        return None
+    return _FloorFixed(fj=fj, V=V, uj=uj, sj=sj, agg=agg, load=V.loads(P, fj))
+
+
+def _floor_retry(P: SeparableProblem, S: _FloorState, res: StructuredResult, status: str, amb_idx: np.ndarray,
+                 fj: np.ndarray, rnd: int) -> bool:
+    """Whether an infeasible master (``status``) is solved again, widened: first with all the
+    master jobs' variables, then, when the fixed vertices do not fit, as the plain LP
+    (every job a master job). The round is recorded as infeasible."""
+    if status not in ("infeasible", "infeasible_or_unbounded"):
+        return False
+    if S.cols is not None and not np.array_equal(S.cols[amb_idx], P.U[amb_idx]):
+        S.cols[amb_idx] = P.U[amb_idx]  # the master jobs' chosen variables cannot meet their floors: all of them
+    elif fj.size:
+        S.amb[:] = True  # the fixed vertices do not fit: solve the plain LP
+        S.cols = None
+    else:
+        return False
+    res.history.append({"round": rnd, "master_jobs": int(amb_idx.size), "infeasible_master": True})
+    return True
+
+
+def _floor_price_round(P: SeparableProblem, S: _FloorState, F: _FloorFixed, amb_idx: np.ndarray, Xa: np.ndarray,
+                       lam_master: np.ndarray, ya: np.ndarray, za: np.ndarray, u: np.ndarray, rnd: int,
+                       opts: StructuredOptions) -> _FloorPriced:
+    """Price phase: the allocation's value (master jobs ``Xa``, fixed jobs moved by the
+    group columns ``u``), every job priced at a stabilized point or the master's prices
+    (:func:`_floor_pricing`), and the master jobs' new columns. Sets ``S.lam`` and
+    ``S.priced``."""
+    # in-out stabilization: while far from optimal, price at a point between the best
+    # prices so far (lowest bound) and the master's, which damps the master's swings
+    coarse_phase = rnd <= opts.floor_coarse_rounds and S.lam_best is not None
+    lam = 0.5 * (S.lam_best + lam_master) if coarse_phase and S.best_gap > opts.coarse_gap else lam_master
+    fj, c = F.fj, P.c
+    ent = _fixed_entries(F, u)
+    # the fixed jobs' allocation stays sparse (entries) until the certificate holds
+    lower = float((c[amb_idx] * Xa).sum()) + sum(float(c[fj, k] @ a) for k, a in ent) + P.offset
+    full, upper, viol = _floor_pricing(P, lam, fj, ent, S.C_fin, opts)
+    gap = (upper - lower) / max(abs(lower), 1e-300)
+    if viol.size == 0 and gap > opts.gap_tol and lam is not lam_master:
+        # no violators at the stabilized prices proves nothing about the master's jobs:
+        # price at the master's own prices before concluding
+        lam = lam_master
+        full, upper, viol = _floor_pricing(P, lam, fj, ent, S.C_fin, opts)
+        gap = (upper - lower) / max(abs(lower), 1e-300)
+    S.lam, S.priced = lam, (lam, full)
+    new_cols = _floor_new_columns(P, amb_idx, S.cols, lam_master, ya, za)
+    return _FloorPriced(lam=lam, ent=ent, lower=lower, full=full, upper=upper, gap=gap, viol=viol, new_cols=new_cols)
+
+
+def _fixed_entries(F: _FloorFixed, u: np.ndarray) -> list:
+    """The fixed jobs' allocation as sparse (type, amount) entries: their vertices moved and
+    shrunk by the group columns' values ``u`` (no entries without fixed jobs)."""
+    if F.V is None:
+        return []
+    if F.agg is not None:
+        uu = np.where(F.uj >= 0, u[np.maximum(F.uj, 0)], 0.0)
+        ss = np.where(F.sj >= 0, u[np.maximum(F.sj, 0)], 0.0)
+        return F.V.entries(uu, ss)
+    return F.V.entries()
+
+
+def _floor_track(S: _FloorState, R: _FloorPriced, amb_idx: np.ndarray) -> None:
+    """Update phase (every round): the master jobs' new columns join, and the best bound,
+    its prices and the best gap so far are kept."""
+    if R.new_cols.any():
+        S.cols[amb_idx] |= R.new_cols
+    if R.upper < S.best_upper:
+        S.best_upper, S.lam_best = R.upper, R.lam.copy()
+    S.best_gap = min(S.best_gap, R.gap)
+
+
+def _floor_finish(res: StructuredResult, P: SeparableProblem, F: _FloorFixed, R: _FloorPriced, amb_idx: np.ndarray,
+                  Xa: np.ndarray, ya: np.ndarray, za: np.ndarray, rnd: int, opts: StructuredOptions,
+                  t_start: float) -> StructuredResult:
+    """Stop phase: the allocation (master jobs' ``Xa``, fixed jobs' entries), the prices,
+    the row duals (master's ``ya`` / ``za`` for master jobs, the pricing's for fixed ones)
+    and the certified bounds into ``res``; its status from the gap (:func:`.rounds.certify`)."""
+    fj, n = F.fj, P.n
+    y = np.zeros(n)
+    z = np.zeros(n)
+    y[fj], z[fj] = R.full.y[fj], R.full.z[fj]
+    y[amb_idx], z[amb_idx] = ya, za
+    X = store_solution(res, amb_idx, Xa, P.m, n, rnd, R.lower, R.upper)
+    for k, a in R.ent:
+        X[fj, k] += a
+    res.X, res.lam, res.y, res.z = X, R.lam, y, z
+    res.objective = R.lower
+    res.master_rows = amb_idx
+    return certify(res, R.gap, rnd, opts, log, "floor", t_start)
 
 
 def _floor_candidates(P: SeparableProblem, rows: np.ndarray, ch: FloorChoice) -> np.ndarray:

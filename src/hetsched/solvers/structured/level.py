@@ -6,44 +6,42 @@ round (:func:`solve_level`):
 
 1. **group** the fixed jobs by (cheapest type, runner-up, price-ratio bin) into one column
    each that moves them to the runner-up (:func:`_level_groups`), and load t's column with
-   every fixed job's load per unit of level;
+   every fixed job's load per unit of level (:func:`_level_fixed`);
 2. **solve** the master (:mod:`.master`) and read the level t and new prices;
-3. **price** every job in closed form, bound t from above by weak duality
-   (:func:`_level_upper`), and collect violators (fixed jobs whose type is no longer
-   cheapest, or whose type cannot carry them to t) and master-job columns with a positive
-   reduced cost;
-4. **stop** when there are none (certified gap), else move them into the master.
+3. **price** every job in closed form (:func:`_level_pricing`), bound t from above by weak
+   duality (:func:`_level_upper`), and collect violators (fixed jobs whose type is no longer
+   cheapest, or whose type cannot carry them to t; :func:`_level_violators`) and master-job
+   columns with a positive reduced cost (:func:`_master_reduced_costs`);
+4. **stop** when there are none (certified gap, :func:`_level_finish`), else move them into
+   the master (:func:`_level_next`).
 
 First prices: the same solver on a random sample (:func:`_level_warm_start`), or the
-alternatives of :class:`~.options.StructuredOptions` ``init``.
+alternatives of :class:`~.options.StructuredOptions` ``init``; they classify the jobs into
+master jobs and fixed ones (:func:`_level_start`).
 """
 
 from __future__ import annotations
 
 import logging
 import time
+from dataclasses import dataclass
 
 import numpy as np
 
-from .master import (
-    Aggregate,
-    build_master,
-    compact,
-    most_violated,
-    n_bins,
-    ratio_bin,
-    read_master,
-    sample_rows,
-    solve_master,
-    subproblem,
-    whole_lp_prices,
-)
+from .master import (Aggregate, compact, most_violated, n_bins, ratio_bin, read_master, sample_rows, subproblem,
+                     whole_lp_prices)
 from .options import StructuredOptions, StructuredResult
 from .problem import SeparableProblem
+from .rounds import (certify, iteration_limit, master_failed, out_of_time, record_round, solve_round_master,
+                     store_solution)
 
 __all__ = ['solve_level']
 
 log = logging.getLogger(__name__)
+
+#: Debug line of a round (:func:`.rounds.record_round`).
+_ROUND_LOG = ("structured level round %d: %d master jobs, %d groups, %d vars, t=%.12g, gap %.2e, "
+              "%d violators, %d new columns")
 
 
 def _level_groups(P: SeparableProblem, fj, k1, q1, k2, q2, a1, a2, opts: StructuredOptions, t_ref: float):
@@ -121,6 +119,70 @@ def _candidate_columns(q: np.ndarray, A: np.ndarray, U: np.ndarray, opts: Struct
     return cols & U
 
 
+
+@dataclass
+class _LevelState:
+    """What the level rounds carry from one round to the next.
+
+    ``amb``: the master jobs (bool, n); ``cols``: their variables in the master (bool,
+    (n, m)); ``cls``: every job's cheapest two types and prices (:func:`_top2_min`) at the
+    classification prices, None before any prices; ``t_ref``: the level a fixed job must
+    reach on its runner-up type to join a group. The rest is fixed for the solve: the
+    pricing ``costs``, the coupling rows' right-hand sides ``C`` (``C_fin``: 0 for
+    ``inf``) and the master's objective scale.
+    """
+
+    amb: np.ndarray
+    cols: np.ndarray
+    cls: tuple | None
+    t_ref: float
+    costs: _Costs
+    C: np.ndarray
+    C_fin: np.ndarray
+    obj_scale: float
+
+
+@dataclass
+class _LevelFixed:
+    """The fixed jobs ``fj`` of a round: cheapest type ``k1`` and runner-up ``k2`` with their
+    coefficients ``a1`` / ``a2``, group ``gid`` (-1: none) and the groups' columns ``agg``,
+    the level each can reach ``lim``, their load per unit of level ``L`` (n_cap,) and the
+    bound on t they allow ``t_fix_ub``."""
+
+    fj: np.ndarray
+    k1: np.ndarray
+    k2: np.ndarray
+    a1: np.ndarray
+    a2: np.ndarray
+    gid: np.ndarray
+    agg: Aggregate | None
+    lim: np.ndarray
+    L: np.ndarray
+    t_fix_ub: float
+
+
+@dataclass
+class _LevelPriced:
+    """Closed-form pricing of a round at the master's prices ``lam``: the fixed jobs' moves
+    ``ug`` and whether they sit on ``k1`` (``on1``) / ``k2`` (``on2``), the prices of a unit of
+    level ``q`` (n, m) and their cheapest two types ``new_cls``, the duals ``y`` / ``z``, the
+    weak-duality bound ``upper``, the violators ``viol`` and the master jobs' new columns
+    ``new_cols`` (rows ``col_jobs``)."""
+
+    lam: np.ndarray
+    ug: np.ndarray
+    on1: np.ndarray
+    on2: np.ndarray
+    q: np.ndarray
+    new_cls: tuple
+    y: np.ndarray
+    z: np.ndarray
+    upper: float
+    viol: np.ndarray
+    new_cols: np.ndarray
+    col_jobs: np.ndarray
+
+
 def solve_level(P: SeparableProblem, opts: StructuredOptions, deadline: float | None, depth: int = 0) -> StructuredResult:
     """Maximize the level t of ``P`` (level mode), certified by weak duality.
 
@@ -131,151 +193,204 @@ def solve_level(P: SeparableProblem, opts: StructuredOptions, deadline: float | 
     sampled warm start. Returns status "optimal" with X, t, the prices and the level duals,
     or "time_limit" / "iteration_limit" / the master's failure status.
     """
-    n, m = P.n, P.m
     t_start = time.perf_counter()
     res = StructuredResult(status="unknown", message="")
-    lv = P.has_level
-    A, C, U = P.A, P.C_all, P.U
-    rows_n = np.arange(n)
-    lam = None
-    t_est = np.nan
-    warm_rows = None
-    if P.warm is not None and opts.init != "none" and np.any(P.warm["lam"] > 0):
-        lam, t_est, warm_rows = P.warm["lam"], np.nan, P.warm["master_rows"]
-        res.warm_info["init"] = "given"
-    elif n > opts.base_size and opts.init != "none":
-        t_w = time.perf_counter()
-        lam, t_est = _level_warm_start(P, opts, deadline, depth, res.warm_info)
-        res.warm_s = time.perf_counter() - t_w
-    costs = _Costs(P)
-    cols = np.zeros((n, m), dtype=bool)
-    if lam is None:
-        amb = lv.copy()
-        cols[amb] = U[amb]
-        cls = None
-    else:
-        q_cls = costs(_classification_prices(lam, C))
-        cls = _top2_min(q_cls)
-        k1, q1 = cls[0], cls[1]
-        q3 = np.partition(q_cls, 2, axis=1)[:, 2] if m > 2 else np.full(n, np.inf)
-        with np.errstate(invalid="ignore"):
-            third = (q3 <= q1 * (1.0 + opts.margin)) & (q1 > 0)
-        amb = lv & (third | ~np.isfinite(q1) | (A[rows_n, k1] <= t_est * (1.0 + opts.margin)))
-        if warm_rows is not None:
-            amb[warm_rows] = lv[warm_rows]
-        ai = np.flatnonzero(amb)
-        cols[ai] = _candidate_columns(q_cls[ai], A[ai], U[ai], opts)
-        del q_cls
-    C_fin = np.where(np.isfinite(C), C, 0.0)
+    S = _level_start(P, opts, deadline, depth, res)
     t_lb, t_ub = P.t_bounds
-    t_ref = float(t_est) if np.isfinite(t_est) else 0.0
-    obj_scale = float(max(1, int(lv.sum())))
     for rnd in range(1, opts.max_rounds + 1):
-        if deadline is not None and time.perf_counter() > deadline:
-            res.status, res.message = "time_limit", f"time limit after {rnd - 1} master solves"
+        if out_of_time(res, deadline, rnd):
             return res
-        amb_idx = np.flatnonzero(amb)
-        fj = np.flatnonzero(lv & ~amb)
-        t_p = time.perf_counter()
-        agg = None
-        if fj.size:
-            k1, q1, k2, q2 = (v[fj] for v in cls)
-            a1, a2 = A[fj, k1], A[fj, k2]
-            gid, agg = _level_groups(P, fj, k1, q1, k2, q2, a1, a2, opts, t_ref)
-            L = P.loads(fj, k1, 1.0 / a1)[:, 0]
-            lim = np.where(gid >= 0, np.minimum(a1, a2), a1)
-            t_fix_ub = float(lim.min())
-        else:
-            k1 = k2 = gid = np.zeros(0, dtype=np.int64)
-            a1 = a2 = lim = np.zeros(0)
-            L, t_fix_ub = np.zeros(P.n_cap), np.inf
-        ub = min(t_ub, t_fix_ub)
+        amb_idx = np.flatnonzero(S.amb)
+        fj = np.flatnonzero(P.has_level & ~S.amb)
+        t_p = time.perf_counter()  # 1. group the fixed jobs
+        F = _level_fixed(P, S, fj, opts)
         res.pricing_s += time.perf_counter() - t_p
-        t_m = time.perf_counter()
-        lp, maps = build_master(P, amb_idx, cap_rhs=C, level=True, t_cap=L, t_bounds=(t_lb, ub), agg=agg,
-                           cols=cols[amb_idx], obj_scale=obj_scale)
-        out = solve_master(lp, deadline)
-        res.master_s += time.perf_counter() - t_m
-        if not out.success:
-            res.status = out.status
-            res.message = f"master LP {rnd} ended {out.status!r} ({out.message})"
+        # 2. solve the master
+        lp, maps, out = solve_round_master(P, amb_idx, res, deadline, cap_rhs=S.C, level=True, t_cap=F.L,
+                                           t_bounds=(t_lb, min(t_ub, F.t_fix_ub)), agg=F.agg,
+                                           cols=S.cols[amb_idx], obj_scale=S.obj_scale)
+        if master_failed(res, out, rnd):
             return res
         t = float(out.x[0])
         Xa, lam, za, ya, u = read_master(P, lp, out, maps)
-        t_p = time.perf_counter()
-        ug = np.where(gid >= 0, u[np.maximum(gid, 0)], 0.0) if agg is not None else np.zeros(fj.size)
-        on1 = ug < t * (1.0 - 1e-12) if t > 0 else np.ones(fj.size, dtype=bool)
-        on2 = (gid >= 0) & (ug > t * 1e-12)
-        q = costs(lam)
-        new_cls = _top2_min(q)
-        qmin_f = new_cls[1][fj]
-        y = np.zeros(n)
-        y[amb_idx] = ya
-        y[fj] = qmin_f
-        # z: 0 for fixed jobs (y = their cheapest price); master jobs over all their variables
-        z = np.zeros(n)
-        Aa, Pa, Ua = A[amb_idx], P.price(lam, amb_idx), U[amb_idx]
-        rc = np.where(Ua, ya[:, None] * Aa - Pa, -np.inf)
-        if amb_idx.size:
-            z[amb_idx] = np.maximum(rc.max(axis=1), 0.0)
-        upper = _level_upper(lam, y, z, C_fin, t_lb, t_ub)
-        # violators: fixed jobs on a type that is no longer cheapest; master jobs missing a
-        # variable with positive reduced cost
-        tol = qmin_f * (1.0 + 1e-9) + 1e-300
-        with np.errstate(invalid="ignore"):
-            bad = (on1 & (q[fj, k1] > tol)) | (on2 & (q[fj, k2] > tol))
-        if np.isfinite(t_fix_ub) and t >= t_fix_ub * (1.0 - 1e-12):
-            t_ref = max(t_ref, t)
-            bad |= lim <= t_ref * (1.0 + opts.margin)
-        t_ref = max(t_ref, t)
-        with np.errstate(invalid="ignore", divide="ignore"):
-            excess = np.where(bad, np.maximum(q[fj, k1] * on1, q[fj, k2] * on2) / (qmin_f + 1e-300) - 1.0, 0.0)
-        excess = np.where(bad & ~np.isfinite(excess), 1.0, excess)
-        viol = most_violated(fj, np.where(bad, np.maximum(excess, 1e-300), 0.0), 0.0, opts, n)
-        scale_rc = np.where(Ua, ya[:, None] * Aa + Pa, 0.0)
-        new_cols = Ua & ~cols[amb_idx] & (rc - za[:, None] > 1e-9 * scale_rc + 1e-300)
-        col_jobs = amb_idx[new_cols.any(axis=1)] if new_cols.size else amb_idx[:0]
+        t_p = time.perf_counter()  # 3. price every job
+        R = _level_pricing(P, S, F, amb_idx, t, lam, ya, za, u, opts)
         res.pricing_s += time.perf_counter() - t_p
-        gap = (upper - t) / max(abs(t), 1e-300)
-        res.history.append({"round": rnd, "master_jobs": int(amb_idx.size), "groups": agg.size if agg else 0,
-                            "master_vars": lp.n_vars, "t": t, "upper": upper, "gap": gap,
-                            "violators": int(viol.size), "new_columns": int(new_cols.sum())})
-        log.debug("structured level round %d: %d master jobs, %d groups, %d vars, t=%.12g, gap %.2e, "
-                  "%d violators, %d new columns", rnd, amb_idx.size, agg.size if agg else 0, lp.n_vars, t, gap,
-                  viol.size, int(new_cols.sum()))
-        if viol.size == 0 and col_jobs.size == 0:
-            X = np.zeros((n, m))
-            X[amb_idx] = Xa
-            X[fj, k1] = np.where(on1, (t - ug) / a1, 0.0)
-            if on2.any():
-                X[fj[on2], k2[on2]] = ug[on2] / a2[on2]
-            res.X, res.t, res.lam, res.y, res.z = X, t, lam, y, z
-            res.lower, res.upper = t, max(upper, t)
-            res.objective = P.gamma * t + P.offset
-            res.rounds, res.n_master_jobs = rnd, int(amb_idx.size)
-            res.master_rows = np.union1d(amb_idx, fj[on1 & on2])
-            if gap <= max(opts.gap_tol, 1e-7):
-                res.status, res.message = "optimal", f"certified gap {max(gap, 0.0):.1e} after {rnd} master LP(s)"
-            else:
-                res.status = "numerical_error"
-                res.message = f"no violators but certified gap {gap:.1e} after {rnd} master LP(s)"
-            log.debug("structured level done in %.3fs: %s", time.perf_counter() - t_start, res.message)
-            return res
-        lam_cls = _classification_prices(lam, C)
-        if np.array_equal(lam_cls, lam):
-            cls = new_cls
-        else:
-            q = costs(lam_cls)
-            cls = _top2_min(q)
-        if gap > opts.coarse_gap and rnd <= opts.coarse_rounds and fj.size > 0:
-            continue  # prices still far off: regroup the fixed jobs with the new prices first
-        if col_jobs.size:
-            cols[amb_idx] |= new_cols
-        if viol.size:
-            amb[viol] = True
-            cols[viol] = _candidate_columns(q[viol], A[viol], U[viol], opts)
-    res.status, res.message = "iteration_limit", f"no certificate after {opts.max_rounds} master LPs"
-    return res
+        gap = (R.upper - t) / max(abs(t), 1e-300)
+        record_round(res, log, _ROUND_LOG, rnd, amb_idx, F.agg, lp.n_vars, ("t", t), R.upper, gap, R.viol,
+                     R.new_cols)
+        if R.viol.size == 0 and R.col_jobs.size == 0:  # 4. stop, or move violators in
+            return _level_finish(res, P, F, R, amb_idx, Xa, t, gap, rnd, opts, t_start)
+        _level_next(P, S, F, R, amb_idx, gap, rnd, opts)
+    return iteration_limit(res, opts)
+
+
+def _level_start(P: SeparableProblem, opts: StructuredOptions, deadline: float | None, depth: int,
+                 res: StructuredResult) -> _LevelState:
+    """Setup: the first prices (:func:`_level_first_prices`) and, with them, the first
+    master jobs and their variables (:func:`_level_classify`; without prices every job
+    with a level row is a master job with all its variables). Returns the rounds' state."""
+    lam, t_est, warm_rows = _level_first_prices(P, opts, deadline, depth, res)
+    C = P.C_all
+    costs = _Costs(P)
+    cols = np.zeros((P.n, P.m), dtype=bool)
+    if lam is None:
+        amb = P.has_level.copy()
+        cols[amb] = P.U[amb]
+        cls = None
+    else:
+        amb, cls = _level_classify(P, opts, costs, cols, _classification_prices(lam, C), t_est, warm_rows)
+    return _LevelState(amb=amb, cols=cols, cls=cls, t_ref=float(t_est) if np.isfinite(t_est) else 0.0, costs=costs,
+                       C=C, C_fin=np.where(np.isfinite(C), C, 0.0), obj_scale=float(max(1, int(P.has_level.sum()))))
+
+
+def _level_first_prices(P: SeparableProblem, opts: StructuredOptions, deadline: float | None, depth: int,
+                        res: StructuredResult):
+    """First prices: those of ``P.warm`` when given, else :func:`_level_warm_start` for a
+    problem above ``base_size`` (timed into ``res.warm_s``). Returns (prices or None, level
+    estimate or nan, master rows of the warm start or None)."""
+    if P.warm is not None and opts.init != "none" and np.any(P.warm["lam"] > 0):
+        res.warm_info["init"] = "given"
+        return P.warm["lam"], np.nan, P.warm["master_rows"]
+    if P.n > opts.base_size and opts.init != "none":
+        t_w = time.perf_counter()
+        lam, t_est = _level_warm_start(P, opts, deadline, depth, res.warm_info)
+        res.warm_s = time.perf_counter() - t_w
+        return lam, t_est, None
+    return None, np.nan, None
+
+
+def _level_classify(P: SeparableProblem, opts: StructuredOptions, costs: _Costs, cols: np.ndarray,
+                    lam_cls: np.ndarray, t_est: float, warm_rows: np.ndarray | None):
+    """First master jobs at the classification prices ``lam_cls``: jobs with a third type
+    within ``margin`` of their cheapest, with no finite price, or unable to reach about
+    ``t_est`` on their cheapest type, and the warm start's master rows. Writes their
+    candidate variables into ``cols``; returns (master jobs, cheapest two types of every job)."""
+    n, lv, A = P.n, P.has_level, P.A
+    q_cls = costs(lam_cls)
+    cls = _top2_min(q_cls)
+    k1, q1 = cls[0], cls[1]
+    q3 = np.partition(q_cls, 2, axis=1)[:, 2] if P.m > 2 else np.full(n, np.inf)
+    with np.errstate(invalid="ignore"):
+        third = (q3 <= q1 * (1.0 + opts.margin)) & (q1 > 0)
+    amb = lv & (third | ~np.isfinite(q1) | (A[np.arange(n), k1] <= t_est * (1.0 + opts.margin)))
+    if warm_rows is not None:
+        amb[warm_rows] = lv[warm_rows]
+    ai = np.flatnonzero(amb)
+    cols[ai] = _candidate_columns(q_cls[ai], A[ai], P.U[ai], opts)
+    return amb, cls
+
+
+def _level_fixed(P: SeparableProblem, S: _LevelState, fj: np.ndarray, opts: StructuredOptions) -> _LevelFixed:
+    """Group phase: the fixed jobs ``fj`` on their cheapest type by ``S.cls``, their groups
+    (:func:`_level_groups`) and their load per unit of level."""
+    if not fj.size:
+        none_i, none_f = np.zeros(0, dtype=np.int64), np.zeros(0)
+        return _LevelFixed(fj=fj, k1=none_i, k2=none_i, a1=none_f, a2=none_f, gid=none_i, agg=None, lim=none_f,
+                           L=np.zeros(P.n_cap), t_fix_ub=np.inf)
+    k1, q1, k2, q2 = (v[fj] for v in S.cls)
+    a1, a2 = P.A[fj, k1], P.A[fj, k2]
+    gid, agg = _level_groups(P, fj, k1, q1, k2, q2, a1, a2, opts, S.t_ref)
+    L = P.loads(fj, k1, 1.0 / a1)[:, 0]
+    lim = np.where(gid >= 0, np.minimum(a1, a2), a1)
+    return _LevelFixed(fj=fj, k1=k1, k2=k2, a1=a1, a2=a2, gid=gid, agg=agg, lim=lim, L=L, t_fix_ub=float(lim.min()))
+
+
+def _level_pricing(P: SeparableProblem, S: _LevelState, F: _LevelFixed, amb_idx: np.ndarray, t: float,
+                   lam: np.ndarray, ya: np.ndarray, za: np.ndarray, u: np.ndarray,
+                   opts: StructuredOptions) -> _LevelPriced:
+    """Price phase: every job at the master's prices ``lam`` (level ``t``, master-job duals
+    ``ya`` / ``za``, group moves ``u``): level duals, the weak-duality bound, violators and
+    new columns. Raises ``S.t_ref`` to ``t``."""
+    fj = F.fj
+    ug = np.where(F.gid >= 0, u[np.maximum(F.gid, 0)], 0.0) if F.agg is not None else np.zeros(fj.size)
+    on1 = ug < t * (1.0 - 1e-12) if t > 0 else np.ones(fj.size, dtype=bool)
+    on2 = (F.gid >= 0) & (ug > t * 1e-12)
+    q = S.costs(lam)
+    new_cls = _top2_min(q)
+    qmin_f = new_cls[1][fj]
+    y = np.zeros(P.n)
+    y[amb_idx] = ya
+    y[fj] = qmin_f
+    # z: 0 for fixed jobs (y = their cheapest price); master jobs over all their variables
+    z, new_cols = _master_reduced_costs(P, S.cols, amb_idx, lam, ya, za)
+    upper = _level_upper(lam, y, z, S.C_fin, *P.t_bounds)
+    viol = _level_violators(P, S, F, q, qmin_f, on1, on2, t, opts)
+    col_jobs = amb_idx[new_cols.any(axis=1)] if new_cols.size else amb_idx[:0]
+    return _LevelPriced(lam=lam, ug=ug, on1=on1, on2=on2, q=q, new_cls=new_cls, y=y, z=z, upper=upper, viol=viol,
+                        new_cols=new_cols, col_jobs=col_jobs)
+
+
+def _master_reduced_costs(P: SeparableProblem, cols: np.ndarray, amb_idx: np.ndarray, lam: np.ndarray,
+                          ya: np.ndarray, za: np.ndarray):
+    r"""Reduced costs :math:`y_j A_{jk} - \text{price}_{jk}` of the master jobs ``amb_idx``:
+    returns z (n,) (their largest, at least 0; 0 for the other jobs) and the variables
+    missing from the master whose reduced cost beats ``za`` (bool, (len(amb_idx), m))."""
+    z = np.zeros(P.n)
+    Aa, Pa, Ua = P.A[amb_idx], P.price(lam, amb_idx), P.U[amb_idx]
+    rc = np.where(Ua, ya[:, None] * Aa - Pa, -np.inf)
+    if amb_idx.size:
+        z[amb_idx] = np.maximum(rc.max(axis=1), 0.0)
+    scale_rc = np.where(Ua, ya[:, None] * Aa + Pa, 0.0)
+    return z, Ua & ~cols[amb_idx] & (rc - za[:, None] > 1e-9 * scale_rc + 1e-300)
+
+
+def _level_violators(P: SeparableProblem, S: _LevelState, F: _LevelFixed, q: np.ndarray, qmin_f: np.ndarray,
+                     on1: np.ndarray, on2: np.ndarray, t: float, opts: StructuredOptions) -> np.ndarray:
+    """Fixed jobs on a type that is no longer their cheapest at prices ``q`` (``on1`` /
+    ``on2``: where they sit), and, when the fixed jobs bound t, those whose type cannot
+    carry them past ``S.t_ref``; the most violated first (:func:`~.master.most_violated`).
+    Raises ``S.t_ref`` to ``t``."""
+    fj, k1, k2 = F.fj, F.k1, F.k2
+    tol = qmin_f * (1.0 + 1e-9) + 1e-300
+    with np.errstate(invalid="ignore"):
+        bad = (on1 & (q[fj, k1] > tol)) | (on2 & (q[fj, k2] > tol))
+    if np.isfinite(F.t_fix_ub) and t >= F.t_fix_ub * (1.0 - 1e-12):
+        S.t_ref = max(S.t_ref, t)
+        bad |= F.lim <= S.t_ref * (1.0 + opts.margin)
+    S.t_ref = max(S.t_ref, t)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        excess = np.where(bad, np.maximum(q[fj, k1] * on1, q[fj, k2] * on2) / (qmin_f + 1e-300) - 1.0, 0.0)
+    excess = np.where(bad & ~np.isfinite(excess), 1.0, excess)
+    return most_violated(fj, np.where(bad, np.maximum(excess, 1e-300), 0.0), 0.0, opts, P.n)
+
+
+def _level_finish(res: StructuredResult, P: SeparableProblem, F: _LevelFixed, R: _LevelPriced, amb_idx: np.ndarray,
+                  Xa: np.ndarray, t: float, gap: float, rnd: int, opts: StructuredOptions,
+                  t_start: float) -> StructuredResult:
+    """Stop phase: the allocation (master jobs' ``Xa``, fixed jobs at level ``t`` split
+    between their two types), prices, duals and certified bounds into ``res``; its status
+    from the ``gap`` (:func:`.rounds.certify`)."""
+    fj, on1, on2 = F.fj, R.on1, R.on2
+    X = store_solution(res, amb_idx, Xa, P.m, P.n, rnd, t, R.upper)
+    X[fj, F.k1] = np.where(on1, (t - R.ug) / F.a1, 0.0)
+    if on2.any():
+        X[fj[on2], F.k2[on2]] = R.ug[on2] / F.a2[on2]
+    res.X, res.t, res.lam, res.y, res.z = X, t, R.lam, R.y, R.z
+    res.objective = P.gamma * t + P.offset
+    res.master_rows = np.union1d(amb_idx, fj[on1 & on2])
+    return certify(res, gap, rnd, opts, log, "level", t_start)
+
+
+def _level_next(P: SeparableProblem, S: _LevelState, F: _LevelFixed, R: _LevelPriced, amb_idx: np.ndarray,
+                gap: float, rnd: int, opts: StructuredOptions) -> None:
+    """Update phase: reclassify the jobs at the new classification prices; unless the gap
+    is still coarse (then the next round only regroups the fixed jobs), add the master
+    jobs' new columns and move the violators into the master with their candidate
+    variables."""
+    lam_cls = _classification_prices(R.lam, S.C)
+    if np.array_equal(lam_cls, R.lam):
+        S.cls, q = R.new_cls, R.q
+    else:
+        q = S.costs(lam_cls)
+        S.cls = _top2_min(q)
+    if gap > opts.coarse_gap and rnd <= opts.coarse_rounds and F.fj.size > 0:
+        return  # prices still far off: regroup the fixed jobs with the new prices first
+    if R.col_jobs.size:
+        S.cols[amb_idx] |= R.new_cols
+    if R.viol.size:
+        S.amb[R.viol] = True
+        S.cols[R.viol] = _candidate_columns(q[R.viol], P.A[R.viol], P.U[R.viol], opts)
 
 
 def _classification_prices(lam: np.ndarray, C: np.ndarray) -> np.ndarray:
@@ -306,6 +421,8 @@ def _level_upper(lam, y, z, C_fin, t_lb, t_ub) -> float:
     return best
 
 
+
+
 def _level_warm_start(P, opts, deadline, depth, info=None):
     """First prices and level estimate for a level problem (see ``StructuredOptions.init``)."""
     info = {} if info is None else info
@@ -316,9 +433,7 @@ def _level_warm_start(P, opts, deadline, depth, info=None):
     if opts.init == "lagrangian":
         return _lagrangian_prices(P, opts, deadline, info)
     if opts.init == "hybrid":  # sampled prices refined by cutting planes on the whole problem
-        rows, scale = sample_rows(P, opts)
-        sub = subproblem(P, rows, scale)
-        r = solve_level(sub, opts, deadline, depth + 1)
+        r = _sampled_level(P, opts, deadline, depth)
         if r.status != "optimal":
             return None, np.nan
         lam, t = _lagrangian_prices(P, opts, deadline, info, start=r.lam, box=0.05)
@@ -327,12 +442,18 @@ def _level_warm_start(P, opts, deadline, depth, info=None):
         C = P.C_all
         lam = np.where(np.isfinite(C) & (C > 0), 1.0 / np.maximum(np.where(np.isfinite(C), C, 1.0), 1e-300), 0.0)
         return lam, np.nan
-    rows, scale = sample_rows(P, opts)
-    sub = subproblem(P, rows, scale)
-    r = solve_level(sub, opts, deadline, depth + 1)
+    r = _sampled_level(P, opts, deadline, depth)
     if r.status != "optimal":
         return None, np.nan
     return r.lam, r.t
+
+
+def _sampled_level(P: SeparableProblem, opts: StructuredOptions, deadline: float | None, depth: int) -> StructuredResult:
+    """The level problem on a random sample of the jobs with proportionally scaled
+    capacities (:func:`~.master.sample_rows`), solved one recursion level deeper."""
+    rows, scale = sample_rows(P, opts)
+    sub = subproblem(P, rows, scale)
+    return solve_level(sub, opts, deadline, depth + 1)
 
 
 def _lagrangian_prices(P, opts, deadline, info, start=None, box=0.5):

@@ -261,22 +261,8 @@ def _from_level_meta(lp: LinearProgram) -> SeparableProblem | None:
         return None
     A = np.where(U, a, 0.0)
     W = np.where(U, load[:, None], 0.0)
-    # host-resource rows (hetsched.formulations.resources.add_resource_rows): extra coupling
-    # rows of the binding types, and rows fixing a gang that never fits at 0
-    kx = [np.asarray(types, dtype=np.int64) for _, types, _, _ in res["coupling"]]
-    kx = np.concatenate(kx) if kx else np.zeros(0, dtype=np.int64)
-    Wx = np.zeros((n, kx.size))
-    Cx, extra_row = np.zeros(kx.size), np.zeros(kx.size, dtype=np.int64)
-    e = 0
-    for r0, types, coef, caps in res["coupling"]:
-        for i, k in enumerate(np.asarray(types, dtype=np.int64).tolist()):
-            Wx[:, e] = np.where(U[:, k], coef, 0.0)
-            Cx[e], extra_row[e] = caps[i], r0 + i
-            e += 1
-    zj = [np.asarray(j, dtype=np.int64) for _, j, _ in res["zero"]]
-    zk = [np.asarray(k, dtype=np.int64) for _, _, k in res["zero"]]
-    zr = [r0 + np.arange(len(j)) for r0, j, _ in res["zero"]]
-    zj, zk, zr = (np.concatenate(v) if v else np.zeros(0, dtype=np.int64) for v in (zj, zk, zr))
+    kx, Wx, Cx, extra_row = _meta_coupling(res["coupling"], U)
+    zj, zk, zr = _meta_zero(res["zero"])
     if extra_row.size and not np.array_equal(lp.row_ub[extra_row], Cx):
         return None
     if zj.size:
@@ -302,6 +288,34 @@ def _from_level_meta(lp: LinearProgram) -> SeparableProblem | None:
     cX[U] = lp.c[xi[U]]
     return SeparableProblem(c=cX, floors=np.full(n, f), gamma=0.0, t_bounds=(f, f),
                             offset=float(lp.offset) + float(lp.c[t]) * f, t_value=f, **common)
+
+
+def _meta_coupling(coupling: list, U: np.ndarray):
+    """Extra coupling rows recorded in ``meta["structure"]["resources"]`` (host-resource rows
+    of :func:`hetsched.formulations.resources.add_resource_rows`: one row per binding type).
+    Returns (type, coefficients (n, R), right-hand side and LP row of each extra row)."""
+    n = U.shape[0]
+    kx = [np.asarray(types, dtype=np.int64) for _, types, _, _ in coupling]
+    kx = np.concatenate(kx) if kx else np.zeros(0, dtype=np.int64)
+    Wx = np.zeros((n, kx.size))
+    Cx, extra_row = np.zeros(kx.size), np.zeros(kx.size, dtype=np.int64)
+    e = 0
+    for r0, types, coef, caps in coupling:
+        for i, k in enumerate(np.asarray(types, dtype=np.int64).tolist()):
+            Wx[:, e] = np.where(U[:, k], coef, 0.0)
+            Cx[e], extra_row[e] = caps[i], r0 + i
+            e += 1
+    return kx, Wx, Cx, extra_row
+
+
+def _meta_zero(zero: list):
+    """Rows fixing a gang that never fits a type's hosts at 0, as recorded in
+    ``meta["structure"]["resources"]``: (jobs, types, LP rows)."""
+    zj = [np.asarray(j, dtype=np.int64) for _, j, _ in zero]
+    zk = [np.asarray(k, dtype=np.int64) for _, _, k in zero]
+    zr = [r0 + np.arange(len(j)) for r0, j, _ in zero]
+    zj, zk, zr = (np.concatenate(v) if v else np.zeros(0, dtype=np.int64) for v in (zj, zk, zr))
+    return zj, zk, zr
 
 
 def _drop_fixed(U: np.ndarray, mats: tuple, Wx: np.ndarray, kx: np.ndarray, zj: np.ndarray,
@@ -358,15 +372,104 @@ def warm_from(info: object, n: int, m: int) -> dict | None:
     return {"lam": lam, "master_rows": rows, "level": level}
 
 
+class _Refused(Exception):
+    """A program :func:`_parse` does not recognize; the message says why."""
+
+
+@dataclass
+class _Vars:
+    """The variables of a program being parsed: ``xi`` (n, m) where X lives in x (``U``:
+    usable pairs), ``jj`` / ``kk`` / ``xv`` the job, type and index of each X variable,
+    ``var_job`` / ``var_type`` per variable (-1 outside X), ``t`` the index of the level
+    (-1: none) and ``nv`` the number of variables."""
+
+    xi: np.ndarray
+    n: int
+    m: int
+    nv: int
+    U: np.ndarray
+    jj: np.ndarray
+    kk: np.ndarray
+    xv: np.ndarray
+    var_job: np.ndarray
+    var_type: np.ndarray
+    t: int
+
+
+@dataclass
+class _Rows:
+    """Every row of the constraint matrix summarized (CSR, duplicates summed, zeros dropped).
+
+    Per entry: ``cols`` / ``vals`` and the row ``row_of``, whether it is t (``is_t``) and
+    its job ``ej`` / type ``ek``. Per row (``indptr``, ``n_rows`` rows): entries ``nnz``, X
+    entries ``n_x`` and t entries ``n_t``, t's coefficient ``t_coef``, the smallest and
+    largest job, type and X coefficient (``jmin`` ... ``vmax``), and the bounds ``rlb`` /
+    ``rub``.
+    """
+
+    n_rows: int
+    indptr: np.ndarray
+    cols: np.ndarray
+    vals: np.ndarray
+    nnz: np.ndarray
+    row_of: np.ndarray
+    is_t: np.ndarray
+    ej: np.ndarray
+    ek: np.ndarray
+    jmin: np.ndarray
+    jmax: np.ndarray
+    kmin: np.ndarray
+    kmax: np.ndarray
+    n_t: np.ndarray
+    t_coef: np.ndarray
+    n_x: np.ndarray
+    vmin: np.ndarray
+    vmax: np.ndarray
+    rlb: np.ndarray
+    rub: np.ndarray
+
+
 def _parse(lp: LinearProgram) -> tuple[SeparableProblem | None, str]:
-    """Generic recognition from the rows, columns and bounds of ``lp``."""
+    """Generic recognition from the rows, columns and bounds of ``lp``.
+
+    Phases: the variables (:func:`_parse_variables`), a summary of every row
+    (:func:`_row_stats`), each row's role (:func:`_row_roles`: time, level/floor,
+    capacity, t alone, empty), the level/floor rows (:func:`_level_rows`), the coupling
+    rows (:func:`_coupling_rows`), the coefficients (:func:`_scatter`) and the mode
+    (:func:`_parsed_problem`). Returns (problem, "") or (None, why not).
+    """
+    try:
+        V = _parse_variables(lp)
+        R = _row_stats(lp, V)
+        role, time_row = _row_roles(V, R)
+        lvl_rows, lvl_jobs, level_row, level_scale = _level_rows(V, R, role)
+        cap_row, C, extra_rows, kx, Cx, extra_pos = _coupling_rows(V, R, role)
+        A, W, Wx, zr, zj, zk, zcoef = _scatter(V, R, role, level_scale, extra_rows.size, extra_pos)
+        cobj = np.asarray(lp.c, dtype=float)
+        cX = np.zeros((V.n, V.m))
+        cX[V.jj, V.kk] = cobj[V.xv]
+        U = V.U
+        if zr.size:
+            U = _drop_fixed(U, (A, W, cX), Wx, kx, zj, zk)
+        common = {"A": A, "U": U, "W": W, "C": C, "x_index": V.xi, "t_index": V.t, "time_row": time_row,
+                  "level_row": level_row, "level_scale": level_scale, "cap_row": cap_row, "n_rows": R.n_rows,
+                  "Wx": Wx, "kx": kx, "Cx": Cx, "extra_row": extra_rows, "zero_j": zj, "zero_k": zk, "zero_row": zr,
+                  "zero_coef": zcoef}
+        return _parsed_problem(lp, V, R, role, lvl_rows, lvl_jobs, cobj, cX, common), ""
+    except _Refused as why:
+        return None, str(why)
+
+
+def _parse_variables(lp: LinearProgram) -> _Vars:
+    """Variables phase: X from ``lp.x_index`` (bounds [0, >= 1]) and at most one more
+    variable, the level t; a continuous maximization only."""
     if lp.is_mip:
-        return None, "integer variables"
+        raise _Refused("integer variables")
     if lp.sense != "max":
-        return None, "not a maximization"
+        raise _Refused("not a maximization")
     xi = np.asarray(lp.x_index)
     if xi.ndim != 2:
-        return None, "x_index is not 2-D"
+        raise _Refused("x_index is not 2-D")
     n, m = xi.shape
     nv = lp.n_vars
     U = xi >= 0
@@ -378,11 +481,16 @@ def _parse(lp: LinearProgram) -> tuple[SeparableProblem | None, str]:
     var_type[xv] = kk
     extra = np.flatnonzero(var_job < 0)
     if extra.size > 1:
-        return None, f"{extra.size} variables outside X (at most one, the level t, is allowed)"
+        raise _Refused(f"{extra.size} variables outside X (at most one, the level t, is allowed)")
     t = int(extra[0]) if extra.size else -1
     if xv.size and (np.any(lp.col_lb[xv] != 0.0) or np.any(lp.col_ub[xv] < 1.0)):
-        return None, "X variables must have bounds [0, >= 1]"
+        raise _Refused("X variables must have bounds [0, >= 1]")
+    return _Vars(xi=xi, n=n, m=m, nv=nv, U=U, jj=jj, kk=kk, xv=xv, var_job=var_job, var_type=var_type, t=t)
 
+
+def _row_stats(lp: LinearProgram, V: _Vars) -> _Rows:
+    """Summary phase: per-row counts, job/type/coefficient ranges and t's coefficient,
+    from segment reductions over the CSR matrix (O(nnz))."""
     A_csr = lp.A.tocsr(copy=True)
     A_csr.sum_duplicates()
     A_csr.eliminate_zeros()
@@ -392,10 +500,11 @@ def _parse(lp: LinearProgram) -> tuple[SeparableProblem | None, str]:
     R = lp.n_rows
     nnz = np.diff(indptr)
     row_of = np.repeat(np.arange(R, dtype=np.int64), nnz)
+    t = V.t
     is_t = cols == t if t >= 0 else np.zeros(cols.shape, dtype=bool)
-    ej = var_job[cols]
-    ek = var_type[cols]
-    big = float(n + m + 1)
+    ej = V.var_job[cols]
+    ek = V.var_type[cols]
+    big = float(V.n + V.m + 1)
     jmin = _segment_reduce(np.minimum, np.where(is_t, big, ej), indptr, big)
     jmax = _segment_reduce(np.maximum, np.where(is_t, -1.0, ej), indptr, -1.0)
     kmin = _segment_reduce(np.minimum, np.where(is_t, big, ek), indptr, big)
@@ -407,124 +516,162 @@ def _parse(lp: LinearProgram) -> tuple[SeparableProblem | None, str]:
     vmin = _segment_reduce(np.minimum, np.where(is_t, np.inf, vals), indptr, np.inf)
     vmax = _segment_reduce(np.maximum, np.where(is_t, -np.inf, vals), indptr, -np.inf)
     rlb, rub = np.asarray(lp.row_lb, float), np.asarray(lp.row_ub, float)
+    return _Rows(n_rows=R, indptr=indptr, cols=cols, vals=vals, nnz=nnz, row_of=row_of, is_t=is_t, ej=ej, ek=ek,
+                 jmin=jmin, jmax=jmax, kmin=kmin, kmax=kmax, n_t=n_t, t_coef=t_coef, n_x=n_x, vmin=vmin, vmax=vmax,
+                 rlb=rlb, rub=rub)
 
-    role = np.zeros(R, dtype=np.int8)  # 0 unclassified, 1 time, 2 level/floor, 3 cap, 4 t-only, 5 empty
-    empty = nnz == 0
-    if np.any(empty & ((rlb > 0) | (rub < 0))):
-        return None, "an empty row excludes 0"
+
+def _row_roles(V: _Vars, R: _Rows) -> tuple[np.ndarray, np.ndarray]:
+    """Roles phase: each row is empty (5), t alone (4), a job's time row (1), a job's
+    level/floor row (2) or a single-type capacity row (3); anything else refuses the
+    program. Returns (role per row, time row per job)."""
+    role = np.zeros(R.n_rows, dtype=np.int8)  # 0 unclassified, 1 time, 2 level/floor, 3 cap, 4 t-only, 5 empty
+    empty = R.nnz == 0
+    if np.any(empty & ((R.rlb > 0) | (R.rub < 0))):
+        raise _Refused("an empty row excludes 0")
     role[empty] = 5
-    t_only = (n_x == 0) & (n_t > 0)
+    t_only = (R.n_x == 0) & (R.n_t > 0)
     role[t_only] = 4
-    single = (n_x > 0) & (jmin == jmax)
-    job_vars = np.bincount(jj, minlength=n)
-    # time rows: one job, no t, coefficients 1, (-inf, 1], all of the job's variables
-    time_cand = single & (n_t == 0) & (vmin == 1.0) & (vmax == 1.0) & (rub == 1.0) & (rlb <= 0.0)
-    time_cand &= n_x == job_vars[np.clip(jmin, 0, max(n - 1, 0)).astype(np.int64)] if n else time_cand
+    single = (R.n_x > 0) & (R.jmin == R.jmax)
+    time_row = _time_rows(V, R, single, role)
+    # level rows: one job, with t (coefficient -g < 0), [0, inf); floor rows: one job, no t, [f, inf)
+    unclassified = role == 0
+    lvl = unclassified & single & (R.n_t == 1) & (R.t_coef < 0) & (R.rlb == 0.0) & np.isinf(R.rub) & (R.vmin > 0)
+    flo = unclassified & single & (R.n_t == 0) & np.isfinite(R.rlb) & np.isinf(R.rub) & (R.vmin > 0)
+    role[lvl | flo] = 2
+    # capacity rows: one type, no t, (-inf or <= 0, C], nonnegative coefficients
+    cap = ((role == 0) & (R.n_x > 0) & (R.n_t == 0) & (R.kmin == R.kmax) & (R.rlb <= 0.0) & np.isfinite(R.rub)
+           & (R.vmin >= 0))
+    role[cap] = 3
+    if np.any(role == 0):
+        r = int(np.flatnonzero(role == 0)[0])
+        raise _Refused(f"row {r} is neither a job row nor a single-type capacity row")
+    return role, time_row
+
+
+def _time_rows(V: _Vars, R: _Rows, single: np.ndarray, role: np.ndarray) -> np.ndarray:
+    """Each job's time row: one job, no t, coefficients 1, (-inf, 1], all of the job's
+    variables (the first such row of a job; marked 1 in ``role``). Every job needs one."""
+    n = V.n
+    job_vars = np.bincount(V.jj, minlength=n)
+    time_cand = single & (R.n_t == 0) & (R.vmin == 1.0) & (R.vmax == 1.0) & (R.rub == 1.0) & (R.rlb <= 0.0)
+    time_cand &= R.n_x == job_vars[np.clip(R.jmin, 0, max(n - 1, 0)).astype(np.int64)] if n else time_cand
     cand_rows = np.flatnonzero(time_cand)
-    cand_jobs = jmin[cand_rows].astype(np.int64)
+    cand_jobs = R.jmin[cand_rows].astype(np.int64)
     first_jobs, first_pos = np.unique(cand_jobs, return_index=True)
     time_row = np.full(n, -1, dtype=np.int64)
     time_row[first_jobs] = cand_rows[first_pos]
     role[time_row[first_jobs]] = 1
     if n and np.any(time_row < 0):
         j = int(np.flatnonzero(time_row < 0)[0])
-        return None, f"job row {j} has no time row (sum_k X[j,k] <= 1)"
-    # level rows: one job, with t (coefficient -g < 0), [0, inf); floor rows: one job, no t, [f, inf)
-    unclassified = role == 0
-    lvl = unclassified & single & (n_t == 1) & (t_coef < 0) & (rlb == 0.0) & np.isinf(rub) & (vmin > 0)
-    flo = unclassified & single & (n_t == 0) & np.isfinite(rlb) & np.isinf(rub) & (vmin > 0)
-    role[lvl | flo] = 2
-    # capacity rows: one type, no t, (-inf or <= 0, C], nonnegative coefficients
-    cap = (role == 0) & (n_x > 0) & (n_t == 0) & (kmin == kmax) & (rlb <= 0.0) & np.isfinite(rub) & (vmin >= 0)
-    role[cap] = 3
-    if np.any(role == 0):
-        r = int(np.flatnonzero(role == 0)[0])
-        return None, f"row {r} is neither a job row nor a single-type capacity row"
+        raise _Refused(f"job row {j} has no time row (sum_k X[j,k] <= 1)")
+    return time_row
 
+
+def _level_rows(V: _Vars, R: _Rows, role: np.ndarray):
+    """Level/floor rows phase: at most one per job. Returns (the rows, their jobs, level
+    row per job (-1: none), scale per job: the coefficient of -t, or 1)."""
     lvl_rows = np.flatnonzero(role == 2)
-    lvl_jobs = jmin[lvl_rows].astype(np.int64)
-    if np.any(np.bincount(lvl_jobs, minlength=n) > 1):
-        return None, "a job has more than one level/floor row"
-    level_row = np.full(n, -1, dtype=np.int64)
+    lvl_jobs = R.jmin[lvl_rows].astype(np.int64)
+    if np.any(np.bincount(lvl_jobs, minlength=V.n) > 1):
+        raise _Refused("a job has more than one level/floor row")
+    level_row = np.full(V.n, -1, dtype=np.int64)
     level_row[lvl_jobs] = lvl_rows
-    level_scale = np.ones(n)
-    level_scale[lvl_jobs] = np.where(n_t[lvl_rows] > 0, -t_coef[lvl_rows], 1.0)
+    level_scale = np.ones(V.n)
+    level_scale[lvl_jobs] = np.where(R.n_t[lvl_rows] > 0, -R.t_coef[lvl_rows], 1.0)
+    return lvl_rows, lvl_jobs, level_row, level_scale
+
+
+def _coupling_rows(V: _Vars, R: _Rows, role: np.ndarray):
+    """Coupling rows phase: single-variable rows ``coef X_jk <= 0`` fix a variable at 0
+    (marked 6 in ``role``); of the other capacity rows the first of each type is its
+    capacity row, further ones (host CPU or memory rows) are extra coupling rows.
+    Returns (capacity row per type, capacities, extra rows, their types, their right-hand
+    sides, position of each row among the extra rows (-1: none))."""
     # a row "coef X_jk <= 0" with one variable fixes it at 0 (a gang that never fits)
-    zero = (role == 3) & (n_x == 1) & (rub == 0.0) & (vmin > 0)
+    zero = (role == 3) & (R.n_x == 1) & (R.rub == 0.0) & (R.vmin > 0)
     role[zero] = 6
     cap_rows = np.flatnonzero(role == 3)
-    cap_types = kmin[cap_rows].astype(np.int64)
-    # the first row of each type is its capacity row; further rows of one type (host CPU or
-    # memory rows) are extra coupling rows
+    cap_types = R.kmin[cap_rows].astype(np.int64)
     primary = np.zeros(cap_rows.size, dtype=bool)
     primary[np.unique(cap_types, return_index=True)[1]] = True
-    cap_row = np.full(m, -1, dtype=np.int64)
+    cap_row = np.full(V.m, -1, dtype=np.int64)
     cap_row[cap_types[primary]] = cap_rows[primary]
-    C = np.full(m, np.inf)
-    C[cap_types[primary]] = rub[cap_rows[primary]]
+    C = np.full(V.m, np.inf)
+    C[cap_types[primary]] = R.rub[cap_rows[primary]]
     extra_rows, kx = cap_rows[~primary], cap_types[~primary]
-    Cx = rub[extra_rows]
+    Cx = R.rub[extra_rows]
     if np.any(C < 0) or np.any(Cx < 0):
-        return None, "a negative capacity"
-    extra_pos = np.full(R, -1, dtype=np.int64)
+        raise _Refused("a negative capacity")
+    extra_pos = np.full(R.n_rows, -1, dtype=np.int64)
     extra_pos[extra_rows] = np.arange(extra_rows.size)
+    return cap_row, C, extra_rows, kx, Cx, extra_pos
 
-    # scatter the coefficients
+
+def _scatter(V: _Vars, R: _Rows, role: np.ndarray, level_scale: np.ndarray, n_extra: int, extra_pos: np.ndarray):
+    """Coefficients phase: A (level rows, divided by ``level_scale``), W (capacity rows,
+    at most one per variable), Wx (``n_extra`` extra coupling rows) and the variables fixed
+    at 0 by their rows. Returns (A, W, Wx, those rows, their jobs, types, coefficients)."""
+    n, m = V.n, V.m
     A = np.zeros((n, m))
     W = np.zeros((n, m))
-    xe = ~is_t
-    r_e, j_e, k_e, v_e = row_of[xe], ej[xe], ek[xe], vals[xe]
+    xe = ~R.is_t
+    r_e, j_e, k_e, v_e = R.row_of[xe], R.ej[xe], R.ek[xe], R.vals[xe]
     in_lvl = role[r_e] == 2
     A[j_e[in_lvl], k_e[in_lvl]] = v_e[in_lvl] / level_scale[j_e[in_lvl]]
     in_cap = (role[r_e] == 3) & (extra_pos[r_e] < 0)
     W[j_e[in_cap], k_e[in_cap]] = v_e[in_cap]
-    dup = np.bincount(xi[j_e[in_cap], k_e[in_cap]], minlength=nv)
+    dup = np.bincount(V.xi[j_e[in_cap], k_e[in_cap]], minlength=V.nv)
     if np.any(dup > 1):
-        return None, "a variable is in more than one capacity row"
+        raise _Refused("a variable is in more than one capacity row")
     in_x = (role[r_e] == 3) & (extra_pos[r_e] >= 0)
-    Wx = np.zeros((n, extra_rows.size))
+    Wx = np.zeros((n, n_extra))
     Wx[j_e[in_x], extra_pos[r_e[in_x]]] = v_e[in_x]
     zr = np.flatnonzero(role == 6)
-    zvar = cols[indptr[zr]]
-    zj, zk, zcoef = var_job[zvar], var_type[zvar], vals[indptr[zr]]
+    zvar = R.cols[R.indptr[zr]]
+    return A, W, Wx, zr, V.var_job[zvar], V.var_type[zvar], R.vals[R.indptr[zr]]
 
-    cobj = np.asarray(lp.c, dtype=float)
-    cX = np.zeros((n, m))
-    cX[jj, kk] = cobj[xv]
+
+def _t_range(lp: LinearProgram, t: int, R: _Rows, role: np.ndarray) -> tuple[bool, float, float]:
+    """Range of the level t: its bounds tightened by the rows with t alone. Returns
+    (fixed, lower, upper); a program without t counts as t fixed at 0."""
+    if t < 0:
+        return True, 0.0, 0.0
+    tlb, tub = float(lp.col_lb[t]), float(lp.col_ub[t])
+    # rows with t alone are bounds on t
+    for r in np.flatnonzero(role == 4):
+        g = R.t_coef[r]
+        lo, hi = sorted((R.rlb[r] / g, R.rub[r] / g))
+        tlb, tub = max(tlb, lo), min(tub, hi)
+    if tlb > tub:
+        raise _Refused("the bounds of t exclude every value")
+    return tlb == tub, tlb, tub
+
+
+def _parsed_problem(lp: LinearProgram, V: _Vars, R: _Rows, role: np.ndarray, lvl_rows: np.ndarray,
+                    lvl_jobs: np.ndarray, cobj: np.ndarray, cX: np.ndarray, common: dict) -> SeparableProblem:
+    """Mode phase: a free t with an objective that is a positive multiple of it is the
+    level mode; a fixed t (or none) the floor mode, whose floors are t's value (level rows)
+    or the rows' own lower bounds. ``common``: the fields both modes share."""
+    fixed, tlb, tub = _t_range(lp, V.t, R, role)
     offset = float(lp.offset)
-    if zr.size:
-        U = _drop_fixed(U, (A, W, cX), Wx, kx, zj, zk)
-    common = {"A": A, "U": U, "W": W, "C": C, "x_index": xi, "t_index": t, "time_row": time_row, "level_row": level_row,
-                  "level_scale": level_scale, "cap_row": cap_row, "n_rows": R, "Wx": Wx, "kx": kx, "Cx": Cx, "extra_row": extra_rows,
-                  "zero_j": zj, "zero_k": zk, "zero_row": zr, "zero_coef": zcoef}
-    if t >= 0:
-        tlb, tub = float(lp.col_lb[t]), float(lp.col_ub[t])
-        # rows with t alone are bounds on t
-        for r in np.flatnonzero(role == 4):
-            g = t_coef[r]
-            lo, hi = sorted((rlb[r] / g, rub[r] / g))
-            tlb, tub = max(tlb, lo), min(tub, hi)
-        if tlb > tub:
-            return None, "the bounds of t exclude every value"
-        fixed = tlb == tub
-    else:
-        fixed, tlb, tub = True, 0.0, 0.0
-    has_lvl_t = np.zeros(n, dtype=bool)
-    has_lvl_t[lvl_jobs] = n_t[lvl_rows] > 0
+    has_lvl_t = np.zeros(V.n, dtype=bool)
+    has_lvl_t[lvl_jobs] = R.n_t[lvl_rows] > 0
+    level_row = common["level_row"]
     if not fixed:
-        gamma = float(cobj[t])
+        gamma = float(cobj[V.t])
         if gamma <= 0 or np.any(cX != 0):
-            return None, "t is free but the objective is not a positive multiple of t"
+            raise _Refused("t is free but the objective is not a positive multiple of t")
         if np.any((level_row >= 0) & ~has_lvl_t):
-            return None, "a floor row without t next to a free t"
+            raise _Refused("a floor row without t next to a free t")
         if not np.isfinite(tlb):
-            return None, "t has no lower bound"
+            raise _Refused("t has no lower bound")
         return SeparableProblem(c=None, floors=None, has_level=level_row >= 0, gamma=gamma,
-                                t_bounds=(tlb, tub), offset=offset, t_value=0.0, **common), ""
+                                t_bounds=(tlb, tub), offset=offset, t_value=0.0, **common)
     t_val = tlb
-    floors = np.full(n, -np.inf)
-    floors[lvl_jobs] = np.where(has_lvl_t[lvl_jobs], t_val, rlb[lvl_rows] / level_scale[lvl_jobs])
-    if t >= 0:
-        offset += float(cobj[t]) * t_val
+    floors = np.full(V.n, -np.inf)
+    floors[lvl_jobs] = np.where(has_lvl_t[lvl_jobs], t_val, R.rlb[lvl_rows] / common["level_scale"][lvl_jobs])
+    if V.t >= 0:
+        offset += float(cobj[V.t]) * t_val
     return SeparableProblem(c=cX, floors=floors, has_level=level_row >= 0, gamma=0.0, t_bounds=(t_val, t_val),
-                            offset=offset, t_value=t_val, **common), ""
+                            offset=offset, t_value=t_val, **common)
