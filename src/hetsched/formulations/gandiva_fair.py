@@ -101,12 +101,15 @@ RELATIVE_SLACK = 1e-9
 class GandivaFair(Policy):
     """Fair share of every GPU type per user (tickets), then trades from which nobody loses.
 
+    Up to four LPs (module docstring): each user alone in its share, the best trade,
+    the trade's gain split evenly, and each user's GPUs spread over its jobs.
+
     Parameters
     ----------
     tickets : Mapping[user, float], optional
-        Positive tickets per user (users are ``JobSet.entities``; without entities each
-        job is a user named by its id). Default: 1 per user (job weights when each job is
-        its own user).
+        A user's tickets set its fair share of each GPU type; positive. Users are
+        ``JobSet.entities``, or the jobs themselves (named by id) without entities.
+        Default: 1 per user (job weights when each job is its own user).
     allow_absent_users : bool, default False
         Allow ``tickets`` to name users with no job (idle users; their share is
         redistributed). False treats such names as an error.

@@ -20,8 +20,9 @@ Examples
 --------
 >>> import hetsched as hs
 >>> jobs = hs.JobSet([[1.0], [1.0]], gpu_types=["v100"], steps_remaining=[100.0, 300.0])
->>> round(hs.solve("min_makespan", jobs, hs.Cluster({"v100": 1})).objective, 6)
-400.0
+>>> res = hs.solve("min_makespan", jobs, hs.Cluster({"v100": 1}))
+>>> round(res.objective, 6), res.X.round(6).tolist()  # time split 1:3, so both end at 400 s
+(400.0, [[0.25], [0.75]])
 """
 
 from __future__ import annotations

@@ -127,13 +127,8 @@ def _first_occurrence(jobs: np.ndarray, scratch: np.ndarray) -> np.ndarray:
     return first
 
 
-def greedy_pack_sequential(
-    entry_job: np.ndarray,
-    entry_type: np.ndarray,
-    scale_factors: np.ndarray,
-    capacities: np.ndarray,
-    n_jobs: int,
-) -> np.ndarray:
+def greedy_pack_sequential(entry_job: np.ndarray, entry_type: np.ndarray, scale_factors: np.ndarray,
+                           capacities: np.ndarray, n_jobs: int) -> np.ndarray:
     """The same greedy walk, one entry at a time (reference for tests and benchmarks)."""
     assignment = [-1] * n_jobs
     rem = [int(c) for c in capacities]
@@ -204,13 +199,8 @@ def greedy_pack_members(
     return np.asarray(assignment, dtype=np.int64)
 
 
-def greedy_pack_blocking(
-    entry_job: np.ndarray,
-    entry_type: np.ndarray,
-    scale_factors: np.ndarray,
-    capacities: np.ndarray,
-    n_jobs: int,
-) -> np.ndarray:
+def greedy_pack_blocking(entry_job: np.ndarray, entry_type: np.ndarray, scale_factors: np.ndarray,
+                         capacities: np.ndarray, n_jobs: int) -> np.ndarray:
     """The walk *without backfill*: jobs in the order of their best entry; each job tries its
     entries in order; the walk stops at the first job that fits none of them.
 

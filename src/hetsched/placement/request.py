@@ -77,18 +77,9 @@ class PlacementRequest:
         return self.prev_gpu[self.prev_offset[j] : self.prev_offset[j + 1]]
 
 
-def make_request(
-    topology: Topology,
-    job_ids: Any,
-    gpu_types: Any,
-    num_gpus: Any,
-    *,
-    previous: Any = None,
-    waiting: Any = None,
-    blocked: Any = None,
-    split_large_jobs: bool = False,
-    allow_overcommit: bool = False,
-) -> PlacementRequest:
+def make_request(topology: Topology, job_ids: Any, gpu_types: Any, num_gpus: Any, *, previous: Any = None,
+                 waiting: Any = None, blocked: Any = None, split_large_jobs: bool = False,
+                 allow_overcommit: bool = False) -> PlacementRequest:
     """Validate a round's plan and return a :class:`PlacementRequest`.
 
     See :func:`hetsched.placement.place` for the meaning of the arguments.

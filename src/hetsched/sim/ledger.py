@@ -153,16 +153,7 @@ class Ledger:
         self.restarts[active] += started
         if self.restart_seconds > 0:
             self.restart_sec[active] += np.minimum(restart_job, L)
-        first = running & np.isnan(self.start[active])
-        self.start[active[first]] = t
-        with np.errstate(divide="ignore", invalid="ignore"):
-            self.iso_time[active] += np.where(steps > 0, steps / self.iso_rate[active], 0.0)
-        self.run_seconds[active] += dt
-        self.done[active] += steps
-        fin_jobs = active[fin]
-        self.done[fin_jobs] = self.total[fin_jobs]
-        self.finish[fin_jobs] = t + dt[fin]
-        self.completed[fin_jobs] = True
+        self._advance(active, running, steps, dt, fin, t)
         self.last_type[active] = now_type
         self.last_gpus[active] = now_gpus
         self.last_end[active] = np.where(running, t + dt, self.last_end[active])
@@ -173,6 +164,22 @@ class Ledger:
                            rate_e, t, t + dt[pos], np.minimum(restart_e, dt[pos]), steps[pos] * frac, sp)
         return {"finished": fin, "row_seconds": row_dt, "busy": busy, "n_running": int(running.sum()),
                 "preempted": int(preempted.sum()), "migrated": int(migrated.sum()), "restarts": int(started.sum())}
+
+    def _advance(self, jobs: np.ndarray, running: np.ndarray | None, steps: np.ndarray, dt: np.ndarray,
+                 fin: np.ndarray, t: float) -> None:
+        """Book one round of ``jobs`` (``running``: those that ran; None: all): first start,
+        isolated-share time, run seconds, ``steps`` done, and the finish of those in ``fin``
+        (``dt``: seconds each ran from ``t``)."""
+        first = np.isnan(self.start[jobs]) if running is None else running & np.isnan(self.start[jobs])
+        self.start[jobs[first]] = t
+        with np.errstate(divide="ignore", invalid="ignore"):
+            self.iso_time[jobs] += np.where(steps > 0, steps / self.iso_rate[jobs], 0.0)
+        self.run_seconds[jobs] += dt
+        self.done[jobs] += steps
+        fin_jobs = jobs[fin]
+        self.done[fin_jobs] = self.total[fin_jobs]
+        self.finish[fin_jobs] = t + dt[fin]
+        self.completed[fin_jobs] = True
 
     @staticmethod
     def _whole_rows(rows: RoundRows, fluid: bool) -> bool:
@@ -221,16 +228,7 @@ class Ledger:
         self.restarts[jr] += event
         if self.restart_seconds > 0:
             self.restart_sec[jr] += np.minimum(restart, L)
-        first = np.isnan(self.start[jr])
-        self.start[jr[first]] = t
-        with np.errstate(divide="ignore", invalid="ignore"):
-            self.iso_time[jr] += np.where(steps > 0, steps / self.iso_rate[jr], 0.0)
-        self.run_seconds[jr] += dt
-        self.done[jr] += steps
-        done_jobs = jr[fin]
-        self.done[done_jobs] = self.total[done_jobs]
-        self.finish[done_jobs] = t + dt[fin]
-        self.completed[done_jobs] = True
+        self._advance(jr, None, steps, dt, fin, t)
         self.last_type[active] = now_type
         self.last_gpus[active] = 0
         self.last_gpus[jr] = g
