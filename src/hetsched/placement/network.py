@@ -142,137 +142,254 @@ def build_network(req: PlacementRequest, costs: PlacementCosts) -> FlowNetwork:
     -------
     FlowNetwork
     """
-    topo = req.topology
-    n_jobs, n_types, n_servers = req.n_jobs, len(topo.gpu_types), topo.n_servers
-    size, jtype = req.size, req.job_type
-    free = req.server_free
-    inf = max(int(size.sum()), 1)
-
-    # Largest server per type (static): the fit classes 1..G_k.
-    g_max = np.zeros(n_types, np.int64)
-    np.maximum.at(g_max, topo.server_type, topo.server_gpus)
-    too_large = size > g_max[jtype]
-
-    # (type, rack) pairs that exist.
-    pair_key = topo.server_type * topo.n_racks + topo.server_rack
-    pair_keys, server_pair = np.unique(pair_key, return_inverse=True)
-    pair_type, pair_rack = pair_keys // topo.n_racks, pair_keys % topo.n_racks
-    n_pairs = pair_keys.shape[0]
-    pair_free = np.bincount(server_pair, weights=free, minlength=n_pairs).astype(np.int64)
-
-    # Continuation pairs (job, server) with the usable GPUs the job held there.
-    counts = np.diff(req.prev_offset)
-    pj = np.repeat(np.arange(n_jobs, dtype=np.int64), counts)
-    ok = req.usable[req.prev_gpu]
-    pj, ps = pj[ok], topo.gpu_server[req.prev_gpu[ok]]
-    key, held = np.unique(pj * n_servers + ps, return_counts=True)
-    cont_job, cont_server = key // max(n_servers, 1), key % max(n_servers, 1)
-    cont_cap = np.minimum(held, size[cont_job])
-    reserved = np.bincount(cont_server, weights=cont_cap, minlength=n_servers).astype(np.int64)
-    class_cap = np.maximum(free - reserved, 0)
-
-    # Node numbering.
-    sink = n_jobs
-    t_node0 = n_jobs + 1
-    class_start = np.zeros(n_types + 1, np.int64)
-    np.cumsum(g_max, out=class_start[1:])
-    e_node0 = t_node0 + n_types
-    r_node0 = e_node0 + int(class_start[-1])
-    s_node0 = r_node0 + n_pairs
-    n_nodes = s_node0 + n_servers
-
-    def e_node(k: np.ndarray, c: np.ndarray) -> np.ndarray:
-        return e_node0 + class_start[k] + (c - 1)
-
-    migr = np.where(req.prev_same_type, costs.migration, 0.0)
-    ran = req.prev_same_type
-    rank = 1.0 - np.arange(n_jobs) / max(n_jobs, 1)
-    unsched_cost = (
-        costs.unscheduled + costs.waiting * req.waiting + costs.preemption * ran + costs.plan_order * rank
+    sk = _skeleton(req)
+    unsched_cost = _unscheduled_cost(req, costs)
+    job_groups, fit_job, rack_job, rack_pair = _job_arcs(req, costs, sk, unsched_cost)
+    groups = job_groups + _pool_arcs(req, costs, sk)
+    arcs, tails, heads, capacity, cost = _lay_out(groups)
+    supply = np.zeros(sk.n_nodes, np.int64)
+    supply[: req.n_jobs] = req.size
+    supply[sk.sink] = -int(req.size.sum())
+    log.debug(
+        "placement network: %d nodes, %d arcs (%d jobs, %d servers)",
+        sk.n_nodes,
+        tails.shape[0],
+        req.n_jobs,
+        req.topology.n_servers,
     )
-    jobs = np.arange(n_jobs, dtype=np.int64)
-    normal = ~too_large
-
-    groups: list[tuple[str, np.ndarray, np.ndarray, np.ndarray, np.ndarray]] = []
-    # unscheduled
-    groups.append(("unscheduled", jobs, np.full(n_jobs, sink), size, unsched_cost))
-    # continuation
-    groups.append(
-        ("continuation", cont_job, s_node0 + cont_server, cont_cap, np.full(cont_job.shape, costs.continuation))
-    )
-    # fit
-    fit_job = jobs[normal]
-    groups.append(("fit", fit_job, e_node(jtype[fit_job], size[fit_job]), size[fit_job], migr[fit_job]))
-    # spread: every job that fits a server (for a 1-GPU job this is the path to GPUs that
-    # jobs which may continue hold, which the fit classes leave out)
-    spread_job = fit_job
-    groups.append(
-        ("spread", spread_job, t_node0 + jtype[spread_job], size[spread_job], costs.spread + migr[spread_job])
-    )
-    # rack arcs for jobs larger than any server of their type
-    big = jobs[too_large] if req.split_large_jobs else np.zeros(0, np.int64)
-    if big.size:
-        # pairs of the job's type with enough usable GPUs
-        cand = (pair_type[None, :] == jtype[big][:, None]) & (pair_free[None, :] >= size[big][:, None])
-        bj, bp = np.nonzero(cand)
-        rack_job, rack_pair = big[bj], bp.astype(np.int64)
-    else:
-        rack_job = rack_pair = np.zeros(0, np.int64)
-    groups.append(
-        ("rack", rack_job, r_node0 + rack_pair, size[rack_job], costs.spread + migr[rack_job])
-    )
-    # fit chain E_{k,c} -> E_{k,c+1}
-    ck = np.repeat(np.arange(n_types, dtype=np.int64), np.maximum(g_max - 1, 0))
-    cc = np.concatenate([np.arange(1, g) for g in g_max]) if n_types else np.zeros(0, np.int64)
-    cc = cc.astype(np.int64)
-    step = costs.fragmentation / np.maximum(g_max, 1)
-    groups.append(("fit_chain", e_node(ck, cc), e_node(ck, cc + 1), np.full(ck.shape, inf), step[ck]))
-    # fit class -> server
-    fs = np.flatnonzero(class_cap > 0)
-    groups.append(
-        ("fit_server", e_node(topo.server_type[fs], class_cap[fs]), s_node0 + fs, class_cap[fs], np.zeros(fs.shape))
-    )
-    # T_k -> R_{k,r}
-    groups.append(
-        ("type_rack", t_node0 + pair_type, r_node0 + np.arange(n_pairs), np.full(n_pairs, inf), np.zeros(n_pairs))
-    )
-    # R_{k,r} -> server
-    srv = np.arange(n_servers, dtype=np.int64)
-    groups.append(("rack_server", r_node0 + server_pair, s_node0 + srv, free, np.zeros(n_servers)))
-    # server -> sink
-    groups.append(("server_sink", s_node0 + srv, np.full(n_servers, sink), free, np.zeros(n_servers)))
-
-    arcs: dict[str, slice] = {}
-    pos = 0
-    for name, t, h, cap, cst in groups:
-        arcs[name] = slice(pos, pos + t.shape[0])
-        pos += t.shape[0]
-    tails = np.concatenate([g[1] for g in groups]).astype(np.int32)
-    heads = np.concatenate([g[2] for g in groups]).astype(np.int32)
-    capacity = np.concatenate([np.asarray(g[3], dtype=np.int64) for g in groups])
-    cost = integer_costs(np.concatenate([np.asarray(g[4], dtype=np.float64) for g in groups]))
-    supply = np.zeros(n_nodes, np.int64)
-    supply[:n_jobs] = size
-    supply[sink] = -int(size.sum())
-    log.debug("placement network: %d nodes, %d arcs (%d jobs, %d servers)", n_nodes, pos, n_jobs, n_servers)
     return FlowNetwork(
-        n_nodes=int(n_nodes),
+        n_nodes=int(sk.n_nodes),
         tails=tails,
         heads=heads,
         capacity=capacity,
         cost=cost,
         supply=supply,
         arcs=arcs,
-        cont_job=cont_job,
-        cont_server=cont_server,
         rack_job=rack_job,
         rack_pair=rack_pair,
         fit_job=fit_job,
-        spread_job=spread_job,
-        pair_type=pair_type,
-        pair_rack=pair_rack,
-        server_pair=server_pair.astype(np.int64),
-        class_cap=class_cap,
-        too_large=too_large,
-        info={"g_max": g_max, "pair_free": pair_free, "unscheduled_cost": unsched_cost},
+        spread_job=fit_job,
+        cont_job=sk.cont_job,
+        cont_server=sk.cont_server,
+        pair_type=sk.pair_type,
+        pair_rack=sk.pair_rack,
+        server_pair=sk.server_pair.astype(np.int64),
+        class_cap=sk.class_cap,
+        too_large=sk.too_large,
+        info={"g_max": sk.g_max, "pair_free": sk.pair_free, "unscheduled_cost": unsched_cost},
     )
+
+
+def gang_limits(req: PlacementRequest) -> tuple[np.ndarray, np.ndarray]:
+    """Largest server per GPU type, and the jobs larger than every server of their type.
+
+    Parameters
+    ----------
+    req : PlacementRequest
+        The validated round.
+
+    Returns
+    -------
+    g_max : ndarray of int64, shape (n_types,)
+        GPUs of the largest server of each type (static: blocked GPUs count): the fit
+        classes are ``1..g_max[k]``.
+    too_large : ndarray of bool, shape (n_jobs,)
+        ``size[j] > g_max[job_type[j]]``.
+    """
+    topo = req.topology
+    g_max = np.zeros(len(topo.gpu_types), np.int64)
+    np.maximum.at(g_max, topo.server_type, topo.server_gpus)
+    return g_max, req.size > g_max[req.job_type]
+
+
+#: One arc group: (name, tails, heads, capacities, float costs), laid out in ARC_KINDS order.
+_Group = tuple[str, np.ndarray, np.ndarray, np.ndarray, np.ndarray]
+
+
+@dataclass(frozen=True, eq=False)
+class _Skeleton:
+    """What the arc groups of a round are built from: limits, rack pairs, continuation, nodes.
+
+    ``pair_*`` describe the (type, rack) pairs that exist (``pair_free``: their usable GPUs);
+    ``cont_*`` the continuation pairs (job, server) with ``cont_cap`` the usable GPUs the
+    job held there (at most its size); ``class_cap`` is ``c_s``. Nodes are numbered jobs,
+    sink, then blocks starting at ``t_node0`` (T_k), ``e_node0`` (E_{k,c}), ``r_node0``
+    (R_{k,r}) and ``s_node0`` (servers).
+    """
+
+    g_max: np.ndarray
+    too_large: np.ndarray
+    pair_type: np.ndarray
+    pair_rack: np.ndarray
+    pair_free: np.ndarray
+    server_pair: np.ndarray
+    cont_job: np.ndarray
+    cont_server: np.ndarray
+    cont_cap: np.ndarray
+    class_cap: np.ndarray
+    class_start: np.ndarray
+    sink: int
+    t_node0: int
+    e_node0: int
+    r_node0: int
+    s_node0: int
+    n_nodes: int
+
+    def e_node(self, k: np.ndarray, c: np.ndarray) -> np.ndarray:
+        """Node of fit class E_{k,c}."""
+        return self.e_node0 + self.class_start[k] + (c - 1)
+
+
+def _skeleton(req: PlacementRequest) -> _Skeleton:
+    """Gang limits, (type, rack) pairs, continuation pairs and node numbering of ``req``."""
+    topo = req.topology
+    n_jobs, n_types = req.n_jobs, len(topo.gpu_types)
+    g_max, too_large = gang_limits(req)
+    pair_keys, server_pair, pair_free = _rack_pairs(req)
+    cont_job, cont_server, cont_cap, reserved = _continuation_pairs(req)
+    class_start = np.zeros(n_types + 1, np.int64)
+    np.cumsum(g_max, out=class_start[1:])
+    t_node0 = n_jobs + 1
+    e_node0 = t_node0 + n_types
+    r_node0 = e_node0 + int(class_start[-1])
+    s_node0 = r_node0 + pair_keys.shape[0]
+    return _Skeleton(
+        g_max=g_max,
+        too_large=too_large,
+        pair_type=pair_keys // topo.n_racks,
+        pair_rack=pair_keys % topo.n_racks,
+        pair_free=pair_free,
+        server_pair=server_pair,
+        cont_job=cont_job,
+        cont_server=cont_server,
+        cont_cap=cont_cap,
+        class_cap=np.maximum(req.server_free - reserved, 0),
+        class_start=class_start,
+        sink=n_jobs,
+        t_node0=t_node0,
+        e_node0=e_node0,
+        r_node0=r_node0,
+        s_node0=s_node0,
+        n_nodes=s_node0 + topo.n_servers,
+    )
+
+
+def _rack_pairs(req: PlacementRequest) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The (type, rack) pairs that exist: ``(pair_keys, server_pair, pair_free)``.
+
+    ``pair_keys`` is ``type * n_racks + rack`` per pair (sorted), ``server_pair`` the pair
+    of each server, ``pair_free`` the usable GPUs of each pair.
+    """
+    topo = req.topology
+    pair_key = topo.server_type * topo.n_racks + topo.server_rack
+    pair_keys, server_pair = np.unique(pair_key, return_inverse=True)
+    pair_free = np.bincount(server_pair, weights=req.server_free, minlength=pair_keys.shape[0]).astype(np.int64)
+    return pair_keys, server_pair, pair_free
+
+
+def _continuation_pairs(req: PlacementRequest) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """Continuation pairs (job, server) with the usable GPUs the job held there.
+
+    Returns ``(cont_job, cont_server, cont_cap, reserved)``: ``cont_cap`` is capped at the
+    job's size, ``reserved`` sums it per server.
+    """
+    topo = req.topology
+    n_servers = topo.n_servers
+    counts = np.diff(req.prev_offset)
+    pj = np.repeat(np.arange(req.n_jobs, dtype=np.int64), counts)
+    ok = req.usable[req.prev_gpu]
+    pj, ps = pj[ok], topo.gpu_server[req.prev_gpu[ok]]
+    key, held = np.unique(pj * n_servers + ps, return_counts=True)
+    cont_job, cont_server = key // max(n_servers, 1), key % max(n_servers, 1)
+    cont_cap = np.minimum(held, req.size[cont_job])
+    reserved = np.bincount(cont_server, weights=cont_cap, minlength=n_servers).astype(np.int64)
+    return cont_job, cont_server, cont_cap, reserved
+
+
+def _unscheduled_cost(req: PlacementRequest, costs: PlacementCosts) -> np.ndarray:
+    """``U_j`` per job: base + waiting + preemption (it ran last round) + plan order."""
+    rank = 1.0 - np.arange(req.n_jobs) / max(req.n_jobs, 1)
+    return (
+        costs.unscheduled
+        + costs.waiting * req.waiting
+        + costs.preemption * req.prev_same_type
+        + costs.plan_order * rank
+    )
+
+
+def _job_arcs(
+    req: PlacementRequest, costs: PlacementCosts, sk: _Skeleton, unsched_cost: np.ndarray
+) -> tuple[list[_Group], np.ndarray, np.ndarray, np.ndarray]:
+    """The arc groups out of job nodes: unscheduled, continuation, fit, spread, rack.
+
+    Returns the groups and the jobs of the fit (= spread) arcs and of the rack arcs with
+    their (type, rack) pairs.
+    """
+    n_jobs, size, jtype = req.n_jobs, req.size, req.job_type
+    migr = np.where(req.prev_same_type, costs.migration, 0.0)
+    jobs = np.arange(n_jobs, dtype=np.int64)
+    cont_cost = np.full(sk.cont_job.shape, costs.continuation)
+    # spread: every job that fits a server (for a 1-GPU job this is the path to GPUs that
+    # jobs which may continue hold, which the fit classes leave out)
+    fit_job = jobs[~sk.too_large]
+    # rack arcs for jobs larger than any server of their type
+    big = jobs[sk.too_large] if req.split_large_jobs else np.zeros(0, np.int64)
+    if big.size:
+        # pairs of the job's type with enough usable GPUs
+        cand = (sk.pair_type[None, :] == jtype[big][:, None]) & (sk.pair_free[None, :] >= size[big][:, None])
+        bj, bp = np.nonzero(cand)
+        rack_job, rack_pair = big[bj], bp.astype(np.int64)
+    else:
+        rack_job = rack_pair = np.zeros(0, np.int64)
+    groups: list[_Group] = [
+        ("unscheduled", jobs, np.full(n_jobs, sk.sink), size, unsched_cost),
+        ("continuation", sk.cont_job, sk.s_node0 + sk.cont_server, sk.cont_cap, cont_cost),
+        ("fit", fit_job, sk.e_node(jtype[fit_job], size[fit_job]), size[fit_job], migr[fit_job]),
+        ("spread", fit_job, sk.t_node0 + jtype[fit_job], size[fit_job], costs.spread + migr[fit_job]),
+        ("rack", rack_job, sk.r_node0 + rack_pair, size[rack_job], costs.spread + migr[rack_job]),
+    ]
+    return groups, fit_job, rack_job, rack_pair
+
+
+def _pool_arcs(req: PlacementRequest, costs: PlacementCosts, sk: _Skeleton) -> list[_Group]:
+    """The arc groups between pool nodes: fit_chain, fit_server, type_rack, rack_server, server_sink."""
+    n_types, n_servers = len(sk.g_max), req.topology.n_servers
+    n_pairs = sk.pair_type.shape[0]
+    inf = max(int(req.size.sum()), 1)
+    free = req.server_free
+    # fit chain E_{k,c} -> E_{k,c+1}
+    ck = np.repeat(np.arange(n_types, dtype=np.int64), np.maximum(sk.g_max - 1, 0))
+    cc = np.concatenate([np.arange(1, g) for g in sk.g_max]) if n_types else np.zeros(0, np.int64)
+    cc = cc.astype(np.int64)
+    step = costs.fragmentation / np.maximum(sk.g_max, 1)
+    # fit class -> server
+    fs = np.flatnonzero(sk.class_cap > 0)
+    fs_class = sk.e_node(req.topology.server_type[fs], sk.class_cap[fs])
+    srv = np.arange(n_servers, dtype=np.int64)
+    return [
+        ("fit_chain", sk.e_node(ck, cc), sk.e_node(ck, cc + 1), np.full(ck.shape, inf), step[ck]),
+        ("fit_server", fs_class, sk.s_node0 + fs, sk.class_cap[fs], np.zeros(fs.shape)),
+        (
+            "type_rack",
+            sk.t_node0 + sk.pair_type,
+            sk.r_node0 + np.arange(n_pairs),
+            np.full(n_pairs, inf),
+            np.zeros(n_pairs),
+        ),
+        ("rack_server", sk.r_node0 + sk.server_pair, sk.s_node0 + srv, free, np.zeros(n_servers)),
+        ("server_sink", sk.s_node0 + srv, np.full(n_servers, sk.sink), free, np.zeros(n_servers)),
+    ]
+
+
+def _lay_out(groups: list[_Group]) -> tuple[dict[str, slice], np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """Concatenate arc groups into ``(arcs, tails, heads, capacity, cost)`` with integer costs."""
+    arcs: dict[str, slice] = {}
+    pos = 0
+    for name, t, _h, _cap, _cst in groups:
+        arcs[name] = slice(pos, pos + t.shape[0])
+        pos += t.shape[0]
+    tails = np.concatenate([g[1] for g in groups]).astype(np.int32)
+    heads = np.concatenate([g[2] for g in groups]).astype(np.int32)
+    capacity = np.concatenate([np.asarray(g[3], dtype=np.int64) for g in groups])
+    cost = integer_costs(np.concatenate([np.asarray(g[4], dtype=np.float64) for g in groups]))
+    return arcs, tails, heads, capacity, cost

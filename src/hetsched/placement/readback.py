@@ -27,7 +27,7 @@ round, then the lowest free ids.
 from __future__ import annotations
 
 import logging
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 
@@ -69,6 +69,10 @@ class ReadBack:
     repaired: int
     rolled_back: int
     backfilled: int
+
+
+#: GPUs of one job as (server, count) entries.
+_Plan = list[tuple[int, int]]
 
 
 class _State:
@@ -168,6 +172,84 @@ class _State:
             self.take(srv, c)
 
 
+@dataclass(eq=False)
+class _Decomposition:
+    """What the phases of one read-back share.
+
+    ``alloc[j]`` is job ``j``'s (server, count) entries so far, ``rack_pref[j]`` the
+    (type, rack) pair its rack flow prefers (-1 if none), ``reason[j]`` why it is
+    unscheduled ("" while placed); ``jt`` and ``tl`` are the job types and too-large flags
+    as lists for the hot loops.
+    """
+
+    req: PlacementRequest
+    net: FlowNetwork
+    st: _State
+    alloc: list[_Plan]
+    rack_pref: np.ndarray
+    reason: np.ndarray = field(init=False)
+    jt: list[int] = field(init=False)
+    tl: list[bool] = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.reason = np.full(self.req.n_jobs, "", dtype=object)
+        self.jt = self.req.job_type.tolist()
+        self.tl = self.net.too_large.tolist()
+
+    def grant(self, j: int, plan: _Plan | None, *, extend: bool) -> bool:
+        """Use the GPUs of ``plan`` for job ``j`` (added to or replacing its entries); False if None."""
+        if plan is None:
+            return False
+        self.st.commit(plan)
+        if extend:
+            self.alloc[j].extend(plan)
+        else:
+            self.alloc[j] = plan
+        return True
+
+    def place_rest(self, j: int, need: int, prefer_prev: bool) -> _Plan | None:
+        """``need`` more GPUs for job ``j``: one server if one holds them, else a split; or None.
+
+        A too-large job stays in one rack (the one it already uses, else its preferred
+        rack, else the tightest). ``prefer_prev`` tries the servers ``j`` already uses first.
+        """
+        st, alloc = self.st, self.alloc
+        k = self.jt[j]
+        if self.tl[j]:
+            if alloc[j]:  # a continuing gang grows inside the rack it already uses
+                return st.split_plan(k, need, pair=int(st.server_pair[alloc[j][0][0]]), one_rack=True, fixed=True)
+            return st.split_plan(k, need, pair=int(self.rack_pref[j]), one_rack=True)
+        if prefer_prev and alloc[j]:
+            for s, _ in sorted(alloc[j], key=lambda sc: -sc[1]):
+                if st.resid[s] >= need:
+                    return [(s, need)]
+        s = st.tightest(k, need)
+        if s >= 0:
+            return [(s, need)]
+        pair = int(st.server_pair[alloc[j][0][0]]) if alloc[j] else -1
+        return st.split_plan(k, need, pair=pair)
+
+    def whole_plan(self, j: int) -> _Plan | None:
+        """All ``size[j]`` GPUs for job ``j``: its previous GPUs first, then best fit; or None."""
+        req, st = self.req, self.st
+        need = int(req.size[j])
+        k = int(req.job_type[j])
+        if st.type_resid[k] < need:
+            return None
+        # previous servers, most GPUs first, when the whole gang fits there
+        prev = req.prev_of(j)
+        prev = prev[req.usable[prev]]
+        if prev.size:
+            ps, cnt = np.unique(req.topology.gpu_server[prev], return_counts=True)
+            ps = ps[np.argsort(-cnt, kind="stable")]
+            if self.net.too_large[j]:
+                return st.split_plan(k, need, pair=int(st.server_pair[ps[0]]), one_rack=True)
+            for s in ps.tolist():
+                if st.resid[s] >= need:
+                    return [(int(s), need)]
+        return self.place_rest(j, need, False)
+
+
 def read_back(
     req: PlacementRequest,
     net: FlowNetwork,
@@ -195,18 +277,42 @@ def read_back(
     -------
     ReadBack
     """
-    n = req.n_jobs
-    size, jtype = req.size, req.job_type
     flow = sol.flow
     unsched = flow[net.arcs["unscheduled"]]
-    served = size - unsched
+    served = req.size - unsched
     full = unsched == 0
     if priority is None:
         priority = net.info["unscheduled_cost"]
     st = _State(req, net)
+    alloc, kept = _continue(st, net, flow, full)
+    dec = _Decomposition(req, net, st, alloc, _rack_preference(net, flow, req.n_jobs))
+    failed = _pack_pooled(dec, req.size - kept, full, order, priority)
+    repaired, rolled = _repair(dec, served, full, failed, priority)
+    left_out, plain = _left_out_reasons(dec, served)
+    backfilled = 0
+    if backfill:
+        backfilled = _backfill(dec, left_out if req.split_large_jobs else plain, priority)
+    gpu_offset, gpus = _assign_ids(req, alloc)
+    log.debug(
+        "read-back (%s): %d repaired, %d rolled back, %d backfilled", order, repaired, rolled, backfilled
+    )
+    return ReadBack(
+        gpu_offset=gpu_offset,
+        gpus=gpus,
+        reason=dec.reason,
+        repaired=repaired,
+        rolled_back=rolled,
+        backfilled=backfilled,
+    )
 
-    alloc: list[list[tuple[int, int]]] = [[] for _ in range(n)]
-    # 1. continuation of fully served jobs
+
+def _continue(st: _State, net: FlowNetwork, flow: np.ndarray, full: np.ndarray) -> tuple[list[_Plan], np.ndarray]:
+    """Phase 1: fully served jobs keep the GPUs their continuation arcs carry.
+
+    Takes them from ``st``; returns the per-job entries and the GPUs each job kept.
+    """
+    n = full.shape[0]
+    alloc: list[_Plan] = [[] for _ in range(n)]
     cf = flow[net.arcs["continuation"]]
     use = (cf > 0) & full[net.cont_job]
     kept = np.zeros(n, np.int64)
@@ -214,8 +320,11 @@ def read_back(
         alloc[j].append((s, c))
         st.take(s, c)
         kept[j] += c
+    return alloc, kept
 
-    # preferred rack of jobs routed through rack arcs
+
+def _rack_preference(net: FlowNetwork, flow: np.ndarray, n: int) -> np.ndarray:
+    """Preferred (type, rack) pair per job: the rack arc with the most flow (-1 if none)."""
     rack_pref = np.full(n, -1, np.int64)
     rf = flow[net.arcs["rack"]]
     if rf.size:
@@ -224,62 +333,53 @@ def read_back(
         first[1:] = net.rack_job[o][1:] != net.rack_job[o][:-1]
         sel = o[first & (rf[o] > 0)]
         rack_pref[net.rack_job[sel]] = net.rack_pair[sel]
+    return rack_pref
 
-    too_large = net.too_large
-    reason = np.full(n, "", dtype=object)
-    failed: list[int] = []
 
-    jt: list[int] = jtype.tolist()
-    tl: list[bool] = too_large.tolist()
+def _pack_pooled(
+    dec: _Decomposition, rest: np.ndarray, full: np.ndarray, order: str, priority: np.ndarray
+) -> list[int]:
+    """Phase 2: pack the ``rest`` (pooled) GPUs of fully served jobs in ``order``.
 
-    def place_rest(j: int, need: int, prefer_prev: bool) -> list[tuple[int, int]] | None:
-        k = jt[j]
-        if tl[j]:
-            if alloc[j]:  # a continuing gang grows inside the rack it already uses
-                return st.split_plan(k, need, pair=int(st.server_pair[alloc[j][0][0]]), one_rack=True, fixed=True)
-            return st.split_plan(k, need, pair=int(rack_pref[j]), one_rack=True)
-        if prefer_prev and alloc[j]:
-            for s, _ in sorted(alloc[j], key=lambda sc: -sc[1]):
-                if st.resid[s] >= need:
-                    return [(s, need)]
-        s = st.tightest(k, need)
-        if s >= 0:
-            return [(s, need)]
-        pair = int(st.server_pair[alloc[j][0][0]]) if alloc[j] else -1
-        return st.split_plan(k, need, pair=pair)
-
-    # 2. pooled flow of fully served jobs
-    rest = size - kept
+    Returns the jobs that found no room (their continuation entries are still held).
+    """
     todo = np.flatnonzero(full & (rest > 0))
     if order == "best_fit":
-        todo = todo[np.lexsort((todo, -priority[todo], -rest[todo]))]
-        rest_l: list[int] = rest.tolist()
-        for j in todo.tolist():
-            need = rest_l[j]
-            if not alloc[j] and not tl[j]:  # fast path: a fresh gang into the tightest server
-                srv = st.tightest(jt[j], need)
-                if srv >= 0:
-                    st.take(srv, need)
-                    alloc[j].append((srv, need))
-                    continue
-            plan = place_rest(j, need, True)
-            if plan is None:
-                failed.append(j)
-                continue
-            st.commit(plan)
-            alloc[j].extend(plan)
-    elif order == "arbitrary":
-        for j in todo.tolist():
-            plan = _in_order(st, int(jtype[j]), int(rest[j]))
-            if plan is None:
-                failed.append(j)
-                continue
-            st.commit(plan)
-            alloc[j].extend(plan)
-    else:  # pragma: no cover - validated by place()
+        return _pack_best_fit(dec, todo[np.lexsort((todo, -priority[todo], -rest[todo]))], rest.tolist())
+    if order != "arbitrary":  # pragma: no cover - validated by place()
         raise ValueError(order)
+    failed: list[int] = []
+    for j in todo.tolist():
+        if not dec.grant(j, _in_order(dec.st, dec.jt[j], int(rest[j])), extend=True):
+            failed.append(j)
+    return failed
 
-    # 3. repair: partial flow, or no single rack for a too-large job
+
+def _pack_best_fit(dec: _Decomposition, todo: np.ndarray, rest: list[int]) -> list[int]:
+    """Best-fit decreasing over ``todo`` (already sorted); returns the jobs that did not fit."""
+    st, alloc, jt, tl = dec.st, dec.alloc, dec.jt, dec.tl
+    failed: list[int] = []
+    for j in todo.tolist():
+        need = rest[j]
+        if not alloc[j] and not tl[j]:  # fast path: a fresh gang into the tightest server
+            srv = st.tightest(jt[j], need)
+            if srv >= 0:
+                st.take(srv, need)
+                alloc[j].append((srv, need))
+                continue
+        if not dec.grant(j, dec.place_rest(j, need, True), extend=True):
+            failed.append(j)
+    return failed
+
+
+def _repair(
+    dec: _Decomposition, served: np.ndarray, full: np.ndarray, failed: list[int], priority: np.ndarray
+) -> tuple[int, int]:
+    """Phase 3 (Poseidon's rule): complete partial and ``failed`` jobs whole, or roll them back.
+
+    Returns ``(repaired, rolled_back)``; rolled-back jobs get their reason.
+    """
+    st, alloc = dec.st, dec.alloc
     partial = np.flatnonzero((served > 0) & ~full)
     cand = np.concatenate([partial, np.asarray(failed, np.int64)])
     # a failed job keeps nothing it was given in step 1 until it is whole
@@ -290,55 +390,40 @@ def read_back(
     cand = cand[np.lexsort((cand, -served[cand], -priority[cand]))]
     repaired = rolled = 0
     for j in cand.tolist():
-        plan = _whole_plan(st, req, net, j, rack_pref, place_rest)
-        if plan is None:
-            reason[j] = "no_rack" if too_large[j] else "rolled_back"
+        if dec.grant(j, dec.whole_plan(j), extend=False):
+            repaired += 1
+        else:
+            dec.reason[j] = "no_rack" if dec.net.too_large[j] else "rolled_back"
             rolled += 1
-            continue
-        st.commit(plan)
-        alloc[j] = plan
-        repaired += 1
+    return repaired, rolled
 
-    # 4. backfill jobs the flow left out
+
+def _left_out_reasons(dec: _Decomposition, served: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Give the jobs the flow left out their reason; returns them and those that fit a server."""
+    too_large, reason = dec.net.too_large, dec.reason
     left_out = np.flatnonzero(served == 0)
     if too_large.any():
-        if req.split_large_jobs:
-            reason[left_out[too_large[left_out]]] = "no_rack"
-        else:
-            reason[left_out[too_large[left_out]]] = "too_large"
+        reason[left_out[too_large[left_out]]] = "no_rack" if dec.req.split_large_jobs else "too_large"
     plain = left_out[~too_large[left_out]] if too_large.any() else left_out
     reason[plain] = "no_capacity"
+    return left_out, plain
+
+
+def _backfill(dec: _Decomposition, tries: np.ndarray, priority: np.ndarray) -> int:
+    """Phase 4: try the left-out jobs ``tries`` on idle GPUs, highest priority first; returns how many fit."""
+    size, st = dec.req.size, dec.st
+    tries = tries[np.lexsort((tries, size[tries], -priority[tries]))]
     backfilled = 0
-    if backfill:
-        tries = left_out if req.split_large_jobs else plain
-        tries = tries[np.lexsort((tries, size[tries], -priority[tries]))]
-        for j in tries.tolist():
-            k = int(jtype[j])
-            if st.type_resid[k] < size[j]:
-                continue
-            plan = _whole_plan(st, req, net, j, rack_pref, place_rest)
-            if plan is None:
-                continue
-            st.commit(plan)
-            alloc[j] = plan
-            reason[j] = ""
+    for j in tries.tolist():
+        if st.type_resid[dec.jt[j]] < size[j]:
+            continue
+        if dec.grant(j, dec.whole_plan(j), extend=False):
+            dec.reason[j] = ""
             backfilled += 1
-
-    gpu_offset, gpus = _assign_ids(req, alloc)
-    log.debug(
-        "read-back (%s): %d repaired, %d rolled back, %d backfilled", order, repaired, rolled, backfilled
-    )
-    return ReadBack(
-        gpu_offset=gpu_offset,
-        gpus=gpus,
-        reason=reason,
-        repaired=repaired,
-        rolled_back=rolled,
-        backfilled=backfilled,
-    )
+    return backfilled
 
 
-def _in_order(st: _State, k: int, need: int) -> list[tuple[int, int]] | None:
+def _in_order(st: _State, k: int, need: int) -> _Plan | None:
     """Fill servers of type ``k`` in index order (the arbitrary decomposition)."""
     plan = []
     for s, (t, r) in enumerate(zip(st.server_type, st.resid)):
@@ -350,26 +435,6 @@ def _in_order(st: _State, k: int, need: int) -> list[tuple[int, int]] | None:
         if need == 0:
             return plan
     return None
-
-
-def _whole_plan(st: _State, req: PlacementRequest, net: FlowNetwork, j: int, rack_pref, place_rest):
-    """All ``size[j]`` GPUs for job ``j``: its previous GPUs first, then best fit; or None."""
-    need = int(req.size[j])
-    k = int(req.job_type[j])
-    if st.type_resid[k] < need:
-        return None
-    # previous servers, most GPUs first, when the whole gang fits there
-    prev = req.prev_of(j)
-    prev = prev[req.usable[prev]]
-    if prev.size:
-        ps, cnt = np.unique(req.topology.gpu_server[prev], return_counts=True)
-        ps = ps[np.argsort(-cnt, kind="stable")]
-        if net.too_large[j]:
-            return st.split_plan(k, need, pair=int(st.server_pair[ps[0]]), one_rack=True)
-        for s in ps.tolist():
-            if st.resid[s] >= need:
-                return [(int(s), need)]
-    return place_rest(j, need, False)
 
 
 def _assign_ids(req: PlacementRequest, alloc: list[list[tuple[int, int]]]) -> tuple[np.ndarray, np.ndarray]:
