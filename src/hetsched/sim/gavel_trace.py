@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -24,7 +25,7 @@ from ..inputs.throughputs import (
 )
 from .load_report import LoadReport, RowChecks
 from .trace import Trace
-from .trace_cells import Field, apply_schema, decode_text, path_arg
+from .trace_cells import Column, Field, apply_schema, decode_text, path_arg
 
 __all__ = ["read_gavel_cluster_specs", "read_gavel_trace", "reference_column"]
 
@@ -118,6 +119,26 @@ def read_gavel_trace(
     report = LoadReport(str(p), errors)
     cat = throughputs if isinstance(throughputs, ThroughputCatalogue) else load_gavel_throughputs(throughputs)
     ref = reference_column(cat, reference_gpu_type)
+    chk, cells = _gavel_rows(p, report)
+    ncols, formats = _check_gavel_forms(chk, cells)
+    jt, cols = _read_gavel_columns(chk, cells, ncols)
+    _check_gavel_rows(chk, cat, jt, cols["scale_factor"].values, cols["arrival_time"].values)
+    chk.resolve()
+    keep = np.flatnonzero(chk.alive)
+    report.kept = int(keep.size)
+    meta = _gavel_meta(p, report, cat, formats)
+    report.log_summary()
+    if keep.size == 0:
+        T = np.zeros((0, len(cat.gpu_types)))
+        return Trace(JobSet(T, gpu_types=cat.gpu_types, steps_remaining=np.zeros(0), arrival_times=np.zeros(0)),
+                     source=f"gavel:{p.name}", meta=meta)
+    kept = {name: col.values[keep] for name, col in cols.items()}
+    return _gavel_trace_of(p, chk, keep, cat, ref, [jt[i] for i in keep.tolist()], kept, cluster, meta)
+
+
+def _gavel_rows(p: Path, report: LoadReport) -> tuple[RowChecks, list[list[str]]]:
+    """Open phase: the non-empty lines of ``p`` (:func:`~.trace_cells.decode_text`), split at
+    tabs, and a row checker on ``report`` naming each row by its line number."""
     lines_no: list[int] = []
     cells: list[list[str]] = []
     for ln, line in enumerate(decode_text(p, report).split("\n"), start=1):
@@ -125,7 +146,13 @@ def read_gavel_trace(
         if line.strip():
             lines_no.append(ln)
             cells.append(line.split("\t"))
-    chk = RowChecks(report, [f"line {ln}" for ln in lines_no])
+    return RowChecks(report, [f"line {ln}" for ln in lines_no]), cells
+
+
+def _check_gavel_forms(chk: RowChecks, cells: list[list[str]]) -> tuple[np.ndarray, list[int]]:
+    """Form phase: fail the rows whose column count is not one of :data:`_GAVEL_COLUMNS`, and the
+    7-column rows whose ``needs_data_dir`` is not 0 or 1. Returns every row's column count and
+    the (sorted) column counts of the rows still alive."""
     ncols = np.array([len(c) for c in cells], dtype=np.int64)
     chk.fail(~np.isin(ncols, list(_GAVEL_COLUMNS)), "bad_columns", lambda i: (
         f"a Gavel trace line has 10 tab-separated columns (7, 9 or 11 accepted); got {ncols[i]}"))
@@ -133,34 +160,53 @@ def read_gavel_trace(
     ndd = [c[3].strip() if len(c) == 7 else "0" for c in cells]
     chk.fail(seven & ~np.isin(np.array(ndd, dtype=object), ["0", "1"]), "bad_value", lambda i: (
         f"`needs_data_dir` (column 4 of the 7-column form) must be 0 or 1; got {ndd[i]!r}"))
-    formats = sorted(set(ncols[chk.alive].tolist()))
+    return ncols, sorted(set(ncols[chk.alive].tolist()))
 
-    def field(k: int, default: str) -> list[str]:
-        out = []
-        for c in cells:
-            spec = _GAVEL_COLUMNS.get(len(c))
-            j = None if spec is None else spec[k]
-            out.append(default if j is None else c[j])
-        return out
 
+def _form_cells(cells: list[list[str]], k: int, default: str) -> list[str]:
+    """Field ``k`` of :data:`_GAVEL_COLUMNS` of every row, by the row's own form (``default``
+    where the form lacks it or the row has no known form)."""
+    out = []
+    for c in cells:
+        spec = _GAVEL_COLUMNS.get(len(c))
+        j = None if spec is None else spec[k]
+        out.append(default if j is None else c[j])
+    return out
+
+
+def _read_gavel_columns(chk: RowChecks, cells: list[list[str]],
+                        ncols: np.ndarray) -> tuple[list[str], dict[str, Column]]:
+    """Parse phase: the job types and the :data:`_GAVEL_SCHEMA` columns of every row (weight 1
+    and SLO -1 where the form has none), read and checked column at once (failures marked on
+    ``chk``). Returns the job types and the parsed columns by name."""
     names = [f.name for f in _GAVEL_SCHEMA]
-    jt, *texts = (field(k, d) for k, d in enumerate(("", "", "", "1", "-1", "")))
-    cols = apply_schema(chk, dict(zip(names, texts)), _GAVEL_SCHEMA, notes={"scale_factor": lambda i: (
-        " (Gavel's older reader drops such rows silently)" if ncols[i] == 7 and scale.values[i] == 0 else "")})
-    steps, scale, weight, slo, arr = (cols[n] for n in names)
+    jt, *texts = (_form_cells(cells, k, d) for k, d in enumerate(("", "", "", "1", "-1", "")))
+
+    def old_reader_note(i: int) -> str:
+        return (" (Gavel's older reader drops such rows silently)"
+                if ncols[i] == 7 and cols["scale_factor"].values[i] == 0 else "")
+
+    cols = apply_schema(chk, dict(zip(names, texts)), _GAVEL_SCHEMA, notes={"scale_factor": old_reader_note})
+    return jt, cols
+
+
+def _check_gavel_rows(chk: RowChecks, cat: ThroughputCatalogue, jt: list[str], scale: np.ndarray,
+                      arrival: np.ndarray) -> None:
+    """Table phase: fail rows whose arrival is before an earlier row that would be kept
+    (``out_of_order``), then rows whose ``(job_type, scale_factor)`` is not a row of ``cat``
+    (``no_throughput_row``, with a hint at similar job types)."""
     known = set(zip(cat.job_types.tolist(), cat.scale_factors.tolist()))
-    has_row = np.array([chk.alive[i] and (jt[i], int(scale.values[i])) in known for i in range(chk.n)], dtype=bool)
+    has_row = np.array([chk.alive[i] and (jt[i], int(scale[i])) in known for i in range(chk.n)], dtype=bool)
     # Order among the rows that would be kept (a dropped row never moves the bar: it is
     # below the running maximum already, or it has no table row).
-    a = arr.values
     settled = np.flatnonzero(chk.alive & has_row)
     prev = np.full(chk.n, -np.inf)
     if chk.n:
         best = np.full(chk.n, -np.inf)
-        best[settled] = a[settled]
+        best[settled] = arrival[settled]
         prev[1:] = np.maximum.accumulate(best)[:-1]
-    chk.fail(chk.alive & (a < prev), "out_of_order", lambda i: (
-        f"`arrival_time` must be non-decreasing; got {a[i]:.6g} after {prev[i]:.6g}"))
+    chk.fail(chk.alive & (arrival < prev), "out_of_order", lambda i: (
+        f"`arrival_time` must be non-decreasing; got {arrival[i]:.6g} after {prev[i]:.6g}"))
     table_scales: dict[str, list[int]] = {}
     for t, k in sorted(known):
         table_scales.setdefault(t, []).append(int(k))
@@ -171,48 +217,49 @@ def read_gavel_trace(
         hint = f" (similar: {similar})" if similar else f" ({len(names)} job types, e.g. {names[:3]})"
         if jt[i] in table_scales:
             hint = f" (the table has {jt[i]!r} at scale factors {table_scales[jt[i]]} only; similar: {similar})"
-        return f"unknown job type ({jt[i]!r}, scale factor {int(scale.values[i])}): not a row of the throughput table" + hint
+        return f"unknown job type ({jt[i]!r}, scale factor {int(scale[i])}): not a row of the throughput table" + hint
 
     chk.fail(~has_row, "no_throughput_row", no_row)
-    chk.resolve()
-    keep = np.flatnonzero(chk.alive)
-    report.kept = int(keep.size)
-    meta = {"path": str(p), "skipped": list(report.skipped), "throughputs": repr(cat), "columns": formats,
+
+
+def _gavel_meta(p: Path, report: LoadReport, cat: ThroughputCatalogue, formats: list[int]) -> dict[str, Any]:
+    """The trace's ``meta`` once the rows are settled: path, skipped rows, catalogue, column
+    counts seen, the ``no_throughput_row`` count and the load report."""
+    return {"path": str(p), "skipped": list(report.skipped), "throughputs": repr(cat), "columns": formats,
             "no_throughput_row": report.counts["dropped"].get("no_throughput_row", 0)
             + report.counts["malformed"].get("no_throughput_row", 0),
             "load_report": report.to_dict()}
-    report.log_summary()
-    if keep.size == 0:
-        T = np.zeros((0, len(cat.gpu_types)))
-        return Trace(JobSet(T, gpu_types=cat.gpu_types, steps_remaining=np.zeros(0), arrival_times=np.zeros(0)),
-                     source=f"gavel:{p.name}", meta=meta)
-    jt_arr = [jt[i] for i in keep.tolist()]
-    sf_arr = scale.values[keep].astype(np.int64)
-    idx = cat.index_of(jt_arr, sf_arr)
+
+
+def _gavel_trace_of(p: Path, chk: RowChecks, keep: np.ndarray, cat: ThroughputCatalogue, ref: int, jt: list[str],
+                    kept: dict[str, np.ndarray], cluster: Cluster | None, meta: dict[str, Any]) -> Trace:
+    """Build phase: the Trace of the rows ``keep`` of ``chk`` (``jt``: their job types,
+    ``kept``: their :data:`_GAVEL_SCHEMA` values by name), with throughputs from ``cat``, SLO
+    deadlines at reference column ``ref``, and a check that every job fits ``cluster``."""
+    sf = kept["scale_factor"].astype(np.int64)
+    idx = cat.index_of(jt, sf)
     T = cat.throughputs[idx]
     U = None if cat.unconsolidated is None else cat.unconsolidated[idx]
-    steps_arr = steps.values[keep]
-    arrivals = a[keep]
-    slo_arr = slo.values[keep]
+    steps, arrivals, slo = kept["total_steps"], kept["arrival_time"], kept["SLO"]
     deadlines = None
-    if (slo_arr >= 0).any():
+    if (slo >= 0).any():
         tref = T[:, ref]
         tref = np.where(tref > 0, tref, T.max(axis=1))
-        dur = steps_arr / np.where(tref > 0, tref, np.inf)
-        deadlines = np.where(slo_arr > 0, arrivals + slo_arr * dur, np.inf)
+        dur = steps / np.where(tref > 0, tref, np.inf)
+        deadlines = np.where(slo > 0, arrivals + slo * dur, np.inf)
         deadlines = np.where(deadlines > arrivals, deadlines, np.inf)
     if cluster is not None:
         cap = cluster.capacities(cat.gpu_types)
-        fits = ((T > 0) & (cap[None, :] >= sf_arr[:, None])).any(axis=1)
+        fits = ((T > 0) & (cap[None, :] >= sf[:, None])).any(axis=1)
         if not fits.all():
             j = int(np.flatnonzero(~fits)[0])
             raise ValidationError(
-                f"{p}: {chk.where[keep[j]]}: job {j} ({jt_arr[j]!r}) asks for {int(sf_arr[j])} GPUs but no GPU type "
+                f"{p}: {chk.where[keep[j]]}: job {j} ({jt[j]!r}) asks for {int(sf[j])} GPUs but no GPU type "
                 f"of the cluster {cluster.as_dict()} it can run on has that many."
             )
-    jobs = JobSet(T, gpu_types=cat.gpu_types, ids=np.arange(keep.size), scale_factors=sf_arr,
-                  weights=weight.values[keep], steps_remaining=steps_arr, arrival_times=arrivals)
-    return Trace(jobs, unconsolidated=U, job_types=jt_arr, deadlines=deadlines, source=f"gavel:{p.name}", meta=meta)
+    jobs = JobSet(T, gpu_types=cat.gpu_types, ids=np.arange(len(jt)), scale_factors=sf,
+                  weights=kept["priority_weight"], steps_remaining=steps, arrival_times=arrivals)
+    return Trace(jobs, unconsolidated=U, job_types=jt, deadlines=deadlines, source=f"gavel:{p.name}", meta=meta)
 
 
 def read_gavel_cluster_specs(

@@ -39,7 +39,7 @@ import csv
 import inspect
 import json
 import logging
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from operator import itemgetter
 from pathlib import Path
 from typing import Any
@@ -69,6 +69,7 @@ from .trace_cells import (
     decode_text,
     duration_checks,
     empty_strings,
+    fail_duplicates,
     fail_fields,
     finish_table,
     gc_paused,
@@ -204,17 +205,41 @@ def read_philly_trace(
     report = LoadReport(str(p), errors)
     wanted_status = selection(statuses, "statuses")
     wanted_vc = selection(vc, "vc")
+    text, escaped = _decode_json(p, report)
+    f, kinds, bad_bytes = _parse_philly(p, text, escaped)
+    _check_vc_names(p, wanted_vc, f["vc"])
+    where = [f"entry {i}" for i in range(len(f["object"]))]
+    chk = RowChecks(report, where)
+    _check_philly_entries(chk, f, kinds, bad_bytes, wanted_status, wanted_vc)
+    sub, dur, g = _check_philly_attempts(chk, f)
+    chk.resolve()
+    cols = {"job_id": f["jobid"], "arrival": sub, "num_gpus": np.maximum(g, 0), "duration": dur,
+            "gpu_type": [None] * chk.n, "user": f["user"], "status": f["status"], "source_row": where}
+    meta = {"format": "philly", "path": str(p)}
+    return _finish(chk, report, cols, meta, sort=sort, cluster=cluster,
+                   counts={"filtered_status": "status", "filtered_vc": "vc"})
+
+
+def _decode_json(p: Path, report: LoadReport) -> tuple[str, str | None]:
+    """Open phase of a JSON log: the text of ``p`` and, when it holds bytes that are not UTF-8,
+    the message naming the first (raised at once when ``not_utf8`` raises under ``report``;
+    else the bytes become lone surrogates and the entries holding one are failed later)."""
     data = p.read_bytes()
-    escaped = None
     try:
-        text = data.decode("utf-8")
+        return data.decode("utf-8"), None
     except UnicodeDecodeError as exc:
         ln = data.count(b"\n", 0, exc.start) + 1
         escaped = f"{p}: line {ln}: {bad_utf8(exc, 0)}"
         if report.raises("not_utf8"):
             raise ValidationError(escaped) from None
-        # Undecodable bytes become lone surrogates; the entries that hold one are skipped below.
-        text = data.decode("utf-8", errors="surrogateescape")
+        return data.decode("utf-8", errors="surrogateescape"), escaped
+
+
+def _parse_philly(p: Path, text: str, escaped: str | None) -> tuple[dict[str, Any], dict[int, str], dict[int, int]]:
+    """Parse phase: the JSON list of ``text`` as field lists (:func:`_philly_fields`), the type
+    name of every entry that is not an object, and the first undecodable byte of every object
+    that holds one (when ``escaped``: the message of the first bad byte, raised if the JSON
+    itself is broken)."""
     # The parsed JSON (millions of small objects for a real log) lives only inside this
     # block, with the collector paused: nothing but the field lists survives it.
     with gc_paused():
@@ -232,27 +257,38 @@ def read_philly_trace(
         bad_bytes = {} if escaped is None else {
             i: b for i in range(n) if f["object"][i] and (b := _undecoded(raw[i])) is not None}
         del raw
-    jid, status, vcs, en_r, st_r, sub_r = (f["jobid"], f["status"], f["vc"], f["end_time"], f["start_time"],
-                                           f["submitted_time"])
-    if wanted_vc is not None:
-        available = sorted({v for v in vcs if isinstance(v, str)})
-        unknown = [v for v in wanted_vc if v not in available]
-        if unknown:
-            shown = available if len(available) <= 30 else available[:30] + [f"... ({len(available)} in all)"]
-            raise ValidationError(f"`vc` must name virtual clusters of {p}; unknown {unknown}; "
-                                  + (f"available: {shown}." if available else "its entries have no `vc` field."))
-    where = [f"entry {i}" for i in range(n)]
-    chk = RowChecks(report, where)
+    return f, kinds, bad_bytes
+
+
+def _check_vc_names(p: Path, wanted_vc: list[str] | None, vcs: list[Any]) -> None:
+    """Raise when ``wanted_vc`` names a virtual cluster no entry of ``p`` holds (listing those
+    it does)."""
+    if wanted_vc is None:
+        return
+    available = sorted({v for v in vcs if isinstance(v, str)})
+    unknown = [v for v in wanted_vc if v not in available]
+    if unknown:
+        shown = available if len(available) <= 30 else available[:30] + [f"... ({len(available)} in all)"]
+        raise ValidationError(f"`vc` must name virtual clusters of {p}; unknown {unknown}; "
+                              + (f"available: {shown}." if available else "its entries have no `vc` field."))
+
+
+def _check_philly_entries(chk: RowChecks, f: dict[str, Any], kinds: dict[int, str], bad_bytes: dict[int, int],
+                          wanted_status: list[str] | None, wanted_vc: list[str] | None) -> None:
+    """Entry phase: fail the entries that are not objects or hold undecodable bytes, filter
+    the statuses and virtual clusters not asked for, then fail a missing ``jobid`` and an
+    ``attempts`` that is not a non-empty list (``f``: :func:`_philly_fields`)."""
+    jid = f["jobid"]
     obj = np.array(f["object"], dtype=bool)
     chk.fail(~obj, "not_an_object", lambda i: f"each entry must be an object; got {kinds[i]}")
     if bad_bytes:
-        mask = np.zeros(n, dtype=bool)
+        mask = np.zeros(chk.n, dtype=bool)
         mask[list(bad_bytes)] = True
         chk.fail(mask, "not_utf8", lambda i: f"is not valid UTF-8: holds the byte 0x{bad_bytes[i]:02x}; trace files must be UTF-8 text")
     if wanted_status is not None:
-        chk.fail(obj & ~isin(status, wanted_status), "status", None)
+        chk.fail(obj & ~isin(f["status"], wanted_status), "status", None)
     if wanted_vc is not None:
-        chk.fail(obj & ~isin(vcs, wanted_vc), "vc", None)
+        chk.fail(obj & ~isin(f["vc"], wanted_vc), "vc", None)
     chk.fail(empty_strings(jid), "missing_field",
              lambda i: f"`jobid` must be a non-empty string; got {jid[i]!r}")
     att = np.array(f["attempts"], dtype=np.int8)
@@ -260,9 +296,14 @@ def read_philly_trace(
     chk.fail(att == 1, "never_started", lambda i: f"job {jid[i]!r}: `attempts` must be a non-empty list; got []")
     chk.fail(att == 2, "bad_attempts", lambda i: f"job {jid[i]!r}: `attempts` must be a non-empty list; got {att_repr[i]!r:.60}")
 
-    def named(i: int) -> str:
-        return f"job {jid[i]!r}: "
 
+def _check_philly_attempts(chk: RowChecks, f: dict[str, Any]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Time phase: read :data:`_PHILLY_FIELDS` and fail the entries whose times, last attempt or
+    its ``detail`` are unreadable, that hold no GPU, last no time or were submitted after
+    they started (``f``: :func:`_philly_fields`). Returns submission times, durations and GPU
+    counts (NaN / -1 where unreadable)."""
+    jid, sub_r, st_r, en_r = f["jobid"], f["submitted_time"], f["start_time"], f["end_time"]
+    named = _job_prefix(jid)
     c = read_fields(dict(zip((x.name for x in _PHILLY_FIELDS), (sub_r, st_r, en_r))), _PHILLY_FIELDS)
     sub, st, en = c.values()
     fail_fields(chk, c, _PHILLY_FIELDS[:1], prefix=named)
@@ -272,18 +313,45 @@ def read_philly_trace(
     chk.fail(g < 0, "bad_detail", lambda i: f"job {jid[i]!r}: `attempts[-1].detail` must be a list of {{'ip', 'gpus': [...]}}")
     chk.fail(g == 0, "no_gpus", lambda i: f"job {jid[i]!r}: the last attempt holds no GPUs (GPU count must be positive)")
     dur = en.values - st.values
-    duration_checks(chk, dur, lambda i: (f"job {jid[i]!r}: duration must be positive; end_time {en_r[i]!r} is not "
-                                          f"after start_time {st_r[i]!r}"))
+    duration_checks(chk, dur, _span_message(named, st_r, en_r))
     with np.errstate(invalid="ignore"):
         chk.fail(sub.values > st.values, "submitted_after_start",
                  lambda i: f"job {jid[i]!r}: submitted_time {sub_r[i]!r} is after the start of its last attempt")
-    chk.resolve()
-    cols = {"job_id": jid, "arrival": sub.values, "num_gpus": np.maximum(g, 0), "duration": dur,
-            "gpu_type": [None] * n, "user": f["user"], "status": status, "source_row": where}
-    meta = {"format": "philly", "path": str(p)}
+    return sub.values, dur, g
+
+
+def _job_prefix(ids: Sequence[Any]) -> Callable[[int], str]:
+    """The message prefix naming row ``i`` by its job id: ``"job '<id>': "``."""
+    def named(i: int) -> str:
+        return f"job {ids[i]!r}: "
+
+    return named
+
+
+def _as_is(cells: Sequence[Any], i: int) -> Any:
+    """Cell ``i`` of ``cells`` as it is."""
+    return cells[i]
+
+
+def _span_message(named: Callable[[int], str], start: Sequence[Any], end: Sequence[Any],
+                  text: Callable[[Sequence[Any], int], Any] = _as_is) -> Callable[[int], str]:
+    """Message of a row whose end is not after its start, quoting both cells (as ``text``
+    gives them)."""
+    def message(i: int) -> str:
+        return (f"{named(i)}duration must be positive; end_time {text(end, i)!r} is not "
+                f"after start_time {text(start, i)!r}")
+
+    return message
+
+
+def _finish(chk: RowChecks, report: LoadReport, cols: dict[str, Any], meta: dict[str, Any], *, sort: bool,
+            cluster: Cluster | None, counts: Mapping[str, str]) -> pd.DataFrame:
+    """Build phase of the cluster-log readers: the job table
+    (:func:`~hetsched.sim.trace_cells.finish_table`), then ``meta[key]`` = the count of rows
+    filtered for ``reason`` for every ``key -> reason`` of ``counts``."""
     df = finish_table(chk, report, cols, sort=sort, cluster=cluster, meta=meta)
-    meta["filtered_status"] = report.counts["filtered"].get("status", 0)
-    meta["filtered_vc"] = report.counts["filtered"].get("vc", 0)
+    for key, reason in counts.items():
+        meta[key] = report.counts["filtered"].get(reason, 0)
     return df
 
 
@@ -372,10 +440,7 @@ def read_helios_trace(
         chk.fail(~isin(state, wanted), "status", None)
     jid = [(c or "").strip() for c in cells_of("job_id")]
     chk.fail(np.array([not j for j in jid], dtype=bool), "missing_field", lambda i: "`job_id` is missing")
-
-    def named(i: int) -> str:
-        return f"job {jid[i]!r}: "
-
+    named = _job_prefix(jid)
     F = _HELIOS
     c = read_fields({name: cells_of(name) for name in ("gpu_num", "submit_time")}, (F["gpu_num"], F["submit_time"]))
     g, sub = c["gpu_num"], c["submit_time"]
@@ -401,10 +466,8 @@ def read_helios_trace(
     cols = {"job_id": jid, "arrival": sub.values, "num_gpus": np.nan_to_num(g.values), "duration": dur,
             "gpu_type": [gpu_type] * n, "user": cells_of("user"), "status": state, "source_row": where}
     meta = {"format": "helios", "path": str(p)}
-    df = finish_table(chk, report, cols, sort=sort, cluster=cluster, meta=meta)
-    meta["cpu_jobs"] = report.counts["filtered"].get("cpu_only", 0)
-    meta["filtered_state"] = report.counts["filtered"].get("status", 0)
-    return df
+    return _finish(chk, report, cols, meta, sort=sort, cluster=cluster,
+                   counts={"cpu_jobs": "cpu_only", "filtered_state": "status"})
 
 
 #: Helios / Lucid ``cluster_log.csv``: the columns read as numbers or times, and their rules.
@@ -531,42 +594,66 @@ def read_pai_trace(
     report = LoadReport(str(pj), errors)
     treport = LoadReport(str(pt), errors)
     wanted = selection(statuses, "statuses")
+    chk, job, in_table, arrival, dur = _pai_jobs(pj, report, wanted)
+    name = job["job_name"]
+    tchk, task, owner, inst, pg = _pai_tasks(pt, treport, chk, name, in_table)
+    _fail_bad_task_jobs(chk, tchk, owner, name, pt)
+    gpus, gpu_type = _pai_gpus(chk.n, tchk, task["gpu_type"], owner, inst, pg)
+    chk.fail(gpus == 0, "cpu_only", None)
+    chk.resolve()
+    label = pj.name
+    cols = {"job_id": name, "arrival": arrival, "num_gpus": gpus, "duration": dur, "gpu_type": gpu_type,
+            "user": [u or None for u in job["user"]], "status": job["status"],
+            "source_row": [f"{label} {w}" for w in chk.where]}
+    meta = {"format": "pai", "job_path": str(pj), "task_path": str(pt)}
+    report.source = f"{pj} + {pt.name}"
+    df = _finish(chk, report, cols, meta, sort=sort, cluster=cluster,
+                 counts={"cpu_jobs": "cpu_only", "filtered_status": "status"})
+    meta["load_report"]["tasks"] = {k: v for k, v in treport.to_dict().items() if k != "errors"}
+    meta["skipped"] = list(report.skipped) + list(treport.skipped)
+    return df
+
+
+def _pai_jobs(pj: Path, report: LoadReport,
+              wanted: list[str] | None) -> tuple[RowChecks, dict[str, Any], np.ndarray, np.ndarray, np.ndarray]:
+    """Job-table phase: read ``pj`` (:func:`_pai_table`) and fail missing and duplicate job
+    names (resolved: tasks join the jobs left, ``in_table``), then filter the statuses not
+    ``wanted`` and fail unreadable or out-of-range times and non-positive durations
+    (resolved). Returns the checker, the columns, ``in_table``, start times and durations."""
     chk, job = _pai_table(pj, _PAI_JOB, report, ("start_time", "end_time"),
                           ("job_name", "user", "status", "start_time", "end_time"))
     name = job["job_name"]
     chk.fail(np.array([not x for x in name], dtype=bool), "missing_field", lambda i: "`job_name` is missing")
     chk.resolve()
     # Duplicates first: tasks join their job by name.
-    alive = np.flatnonzero(chk.alive)
-    names = pd.Series([name[i] for i in alive.tolist()], dtype=object)
-    dup = names.duplicated(keep="first").to_numpy()
-    first_at = {v: chk.where[i] for i, v in zip(alive[~dup].tolist(), names[~dup].tolist())}
-    bad = np.zeros(chk.n, dtype=bool)
-    bad[alive[dup]] = True
-    chk.fail(bad, "duplicate_id", lambda i: f"job {name[i]!r} appears twice (first at {first_at[name[i]]})")
-    chk.resolve()
+    fail_duplicates(chk, np.flatnonzero(chk.alive), name, "job")
     in_table = chk.alive.copy()
     if wanted is not None:
         chk.fail(~isin(job["status"], wanted), "status", None)
-
-    def named(i: int) -> str:
-        return f"job {name[i]!r}: "
-
+    named = _job_prefix(name)
     c = read_fields(job, _PAI_JOB_FIELDS)
     fail_fields(chk, c, _PAI_JOB_FIELDS, prefix=named)
     st, en = c["start_time"], c["end_time"]
     dur = en.values - st.values
-    duration_checks(chk, dur, lambda i: (f"job {name[i]!r}: duration must be positive; end_time "
-                                          f"{cell_text(job['end_time'], i)!r} is not after start_time {cell_text(job['start_time'], i)!r}"))
+    duration_checks(chk, dur, _span_message(named, job["start_time"], job["end_time"], cell_text))
     check_fields(chk, c, _PAI_JOB_FIELDS, prefix=named)
     chk.resolve()
+    return chk, job, in_table, st.values, dur
 
-    # Tasks.
+
+def _pai_tasks(pt: Path, treport: LoadReport, chk: RowChecks, name: list[str],
+               in_table: np.ndarray) -> tuple[RowChecks, dict[str, Any], np.ndarray, np.ndarray, np.ndarray]:
+    """Task-table phase: read ``pt``, join every task to its job (``owner``: the job's row,
+    -1 for a name not among the rows ``in_table`` of ``name``), fail or filter the tasks of
+    unknown or dropped jobs, without GPUs or with unreadable ``inst_num`` / ``plan_gpu``
+    (resolved; ``treport.kept`` set). Returns the task checker and columns, ``owner``, and
+    the ``inst_num`` and ``plan_gpu`` values."""
     tchk, task = _pai_table(pt, _PAI_TASK, treport, ("inst_num", "plan_gpu"),
                             ("job_name", "task_name", "inst_num", "plan_gpu", "gpu_type"))
-    index = pd.Index([name[i] for i in np.flatnonzero(in_table).tolist()])
+    rows = np.flatnonzero(in_table)
+    index = pd.Index([name[i] for i in rows.tolist()])
     pos_in = index.get_indexer(pd.Series(task["job_name"], dtype=object))
-    owner = np.where(pos_in >= 0, np.flatnonzero(in_table)[np.maximum(pos_in, 0)] if index.size else -1, -1)
+    owner = np.where(pos_in >= 0, rows[np.maximum(pos_in, 0)] if index.size else -1, -1)
     tname = task["task_name"]
     tchk.fail(owner < 0, "unknown_job", lambda i: (
         f"task {tname[i]!r} names job {task['job_name'][i]!r}, which is not in the job table"))
@@ -585,7 +672,12 @@ def read_pai_trace(
     tchk.fail(pg.values == 0, "cpu_task", None)
     tchk.resolve()
     treport.kept = int(tchk.alive.sum())
-    # A kept job with a malformed task (errors="skip" only) is dropped with it.
+    return tchk, task, owner, inst.values, pg.values
+
+
+def _fail_bad_task_jobs(chk: RowChecks, tchk: RowChecks, owner: np.ndarray, name: list[str], pt: Path) -> None:
+    """Fail (``bad_task``) every job one of whose tasks was malformed (only reached with
+    ``errors="skip"``), naming the first such task's row of ``pt``."""
     bad_task = np.zeros(chk.n, dtype=bool)
     task_where: dict[int, str] = {}
     for i in tchk.failed_rows("malformed").tolist():
@@ -594,31 +686,25 @@ def read_pai_trace(
             bad_task[j] = True
             task_where.setdefault(j, tchk.where[i])
     chk.fail(bad_task, "bad_task", lambda i: f"job {name[i]!r}: its task at {pt.name} {task_where[i]} is malformed")
+
+
+def _pai_gpus(n: int, tchk: RowChecks, task_gpu_type: list[str], owner: np.ndarray, inst: np.ndarray,
+              pg: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """GPU phase: each of the ``n`` jobs' GPUs (over its kept tasks, ``inst_num *
+    ceil(plan_gpu / 100)``) and its GPU type (the kept tasks' lower-cased ``gpu_type`` when
+    they name exactly one, ignoring "" and "misc"; else None)."""
     ok = tchk.alive
     contrib = np.zeros(tchk.n)
     with np.errstate(invalid="ignore"):
-        contrib[ok] = inst.values[ok] * np.ceil(pg.values[ok] / 100.0 - 1e-9)
-    gpus = np.bincount(owner[ok], weights=contrib[ok], minlength=chk.n).astype(np.int64)
-    gt = pd.DataFrame({"job": owner[ok], "t": [task["gpu_type"][i].lower() for i in np.flatnonzero(ok).tolist()]})
+        contrib[ok] = inst[ok] * np.ceil(pg[ok] / 100.0 - 1e-9)
+    gpus = np.bincount(owner[ok], weights=contrib[ok], minlength=n).astype(np.int64)
+    gt = pd.DataFrame({"job": owner[ok], "t": [task_gpu_type[i].lower() for i in np.flatnonzero(ok).tolist()]})
     gt = gt[(gt["t"] != "") & (gt["t"] != "misc")].drop_duplicates()
     counts = gt.groupby("job")["t"].agg(["count", "first"])
     single = counts[counts["count"] == 1]["first"]
-    gpu_type = np.full(chk.n, None, dtype=object)
+    gpu_type = np.full(n, None, dtype=object)
     gpu_type[single.index.to_numpy(dtype=np.int64)] = single.to_numpy(dtype=object)
-    chk.fail(gpus == 0, "cpu_only", None)
-    chk.resolve()
-    label = pj.name
-    cols = {"job_id": name, "arrival": st.values, "num_gpus": gpus, "duration": dur, "gpu_type": gpu_type,
-            "user": [u or None for u in job["user"]], "status": job["status"],
-            "source_row": [f"{label} {w}" for w in chk.where]}
-    meta = {"format": "pai", "job_path": str(pj), "task_path": str(pt)}
-    report.source = f"{pj} + {pt.name}"
-    df = finish_table(chk, report, cols, sort=sort, cluster=cluster, meta=meta)
-    meta["load_report"]["tasks"] = {k: v for k, v in treport.to_dict().items() if k != "errors"}
-    meta["skipped"] = list(report.skipped) + list(treport.skipped)
-    meta["cpu_jobs"] = report.counts["filtered"].get("cpu_only", 0)
-    meta["filtered_status"] = report.counts["filtered"].get("status", 0)
-    return df
+    return gpus, gpu_type
 
 
 # ------------------------------------------------------------------------------ table -> trace
@@ -670,6 +756,34 @@ def trace_from_table(
         Ids from ``job_id``; arrivals from ``arrival`` (must be non-decreasing); job types
         and unconsolidated throughputs from the catalogue.
     """
+    src, rows_label = _check_table_args(table, catalogue, unmatched, source)
+    gen = seed if isinstance(seed, np.random.Generator) else np.random.default_rng(int(seed))
+    g, d, a = _table_numbers(table, src, rows_label)
+    runnable = (catalogue.throughputs > 0).any(axis=1)
+    avail = np.array(sorted({int(x) for x in catalogue.scale_factors[runnable]}), dtype=np.int64)
+    sf, keep = _match_scale_factors(table, g, avail, unmatched, src, rows_label)
+    idx = np.flatnonzero(keep)
+    sf, d, a = sf[idx], d[idx], a[idx]
+    rows = _draw_job_types(gen, sf, catalogue, runnable, avail)
+    ref = reference_column(catalogue, reference_gpu_type)
+    T = catalogue.throughputs[rows]
+    col = _run_columns(table, idx, T, catalogue, ref, gpu_type_map)
+    tref = T[np.arange(idx.size), col]
+    tref = np.where(tref > 0, tref, T.max(axis=1))
+    steps = np.ceil(d * tref)
+    ids = table["job_id"].to_numpy()[idx]
+    jobs = JobSet(T, gpu_types=catalogue.gpu_types, ids=ids, scale_factors=sf, steps_remaining=steps, arrival_times=a,
+                  entities=_entities(table, entity_column, idx))
+    U = None if catalogue.unconsolidated is None else catalogue.unconsolidated[rows]
+    meta = dict(table.attrs.get("meta", {}))
+    meta.update({"catalogue": repr(catalogue), "dropped_unmatched": int((~keep).sum())})
+    return Trace(jobs, unconsolidated=U, job_types=catalogue.job_types[rows], source=str(src), meta=meta)
+
+
+def _check_table_args(table: Any, catalogue: Any, unmatched: Any, source: str | None) -> tuple[Any, list[str]]:
+    """Argument phase of :func:`trace_from_table`: raise unless ``table`` is a job table,
+    ``catalogue`` a catalogue and ``unmatched`` a known choice. Returns the source label and
+    every row's label (its ``source_row``, else ``row i``)."""
     if not isinstance(table, pd.DataFrame):
         raise ValidationError(f"`table` must be a pandas DataFrame (a job table); got {type(table).__name__}.")
     missing = [c for c in ("job_id", "arrival", "num_gpus", "duration") if c not in table.columns]
@@ -680,7 +794,12 @@ def trace_from_table(
     check_choice(unmatched, "unmatched", ("raise", "round_up", "skip"))
     src = source or table.attrs.get("source", "table")
     rows_label = table["source_row"].tolist() if "source_row" in table.columns else [f"row {i}" for i in range(len(table))]
-    gen = seed if isinstance(seed, np.random.Generator) else np.random.default_rng(int(seed))
+    return src, rows_label
+
+
+def _table_numbers(table: pd.DataFrame, src: Any, rows_label: list[str]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The ``num_gpus``, ``duration`` and ``arrival`` columns of ``table``; raise naming the
+    first row where one is not finite, then where a GPU count or duration is not positive."""
     g = table["num_gpus"].to_numpy()
     d = table["duration"].to_numpy(dtype=float)
     a = table["arrival"].to_numpy(dtype=float)
@@ -694,8 +813,14 @@ def trace_from_table(
         if bad.any():
             i = int(np.flatnonzero(bad)[0])
             raise ValidationError(f"{src}: {rows_label[i]}: `{name}` must be positive; got {arr[i]!r}.")
-    runnable = (catalogue.throughputs > 0).any(axis=1)
-    avail = np.array(sorted({int(x) for x in catalogue.scale_factors[runnable]}), dtype=np.int64)
+    return g, d, a
+
+
+def _match_scale_factors(table: pd.DataFrame, g: np.ndarray, avail: np.ndarray, unmatched: str, src: Any,
+                         rows_label: list[str]) -> tuple[np.ndarray, np.ndarray]:
+    """Every job's scale factor: its GPU count ``g`` where the catalogue has runnable rows at
+    it (``avail``), else as ``unmatched`` says (the next larger one, drop it with a warning,
+    or raise). Returns the scale factors and the mask of jobs kept."""
     sf = g.astype(np.int64)
     keep = np.ones(len(table), dtype=bool)
     for i in np.flatnonzero(~np.isin(sf, avail)):
@@ -709,16 +834,27 @@ def trace_from_table(
                 f"{src}: {rows_label[i]}: job {table['job_id'].iloc[i]!r} uses {int(g[i])} GPUs, but the throughput "
                 f"table has rows only for scale factors {avail.tolist()} (pass unmatched='round_up' or 'skip')."
             )
-    idx = np.flatnonzero(keep)
-    sf, d, a = sf[idx], d[idx], a[idx]
+    return sf, keep
+
+
+def _draw_job_types(gen: np.random.Generator, sf: np.ndarray, catalogue: ThroughputCatalogue, runnable: np.ndarray,
+                    avail: np.ndarray) -> np.ndarray:
+    """The catalogue row of every job: drawn uniformly with ``gen`` among the ``runnable``
+    rows at its scale factor ``sf`` (one uniform draw per job, in order)."""
     pools = {int(x): np.flatnonzero((catalogue.scale_factors == x) & runnable) for x in avail}
-    u = gen.random(idx.size)
-    rows = np.empty(idx.size, dtype=np.int64)
+    u = gen.random(sf.size)
+    rows = np.empty(sf.size, dtype=np.int64)
     for x, pool in pools.items():
         sel = sf == x
         rows[sel] = pool[np.minimum((u[sel] * pool.size).astype(np.int64), pool.size - 1)]
-    ref = reference_column(catalogue, reference_gpu_type)
-    T = catalogue.throughputs[rows]
+    return rows
+
+
+def _run_columns(table: pd.DataFrame, idx: np.ndarray, T: np.ndarray, catalogue: ThroughputCatalogue, ref: int,
+                 gpu_type_map: Mapping[str, str] | None) -> np.ndarray:
+    """The catalogue column of the GPU type each kept job (rows ``idx`` of ``table``, with
+    throughputs ``T``) ran on: its ``gpu_type`` mapped through ``gpu_type_map`` when the
+    catalogue has it with a positive throughput, else ``ref``."""
     col = np.full(idx.size, ref, dtype=np.int64)
     if "gpu_type" in table.columns:
         gmap = {str(k).lower(): v for k, v in (gpu_type_map or {}).items()}
@@ -729,21 +865,17 @@ def trace_from_table(
                 k = pos.get(name)
                 if k is not None and T[i, k] > 0:
                     col[i] = k
-    tref = T[np.arange(idx.size), col]
-    tref = np.where(tref > 0, tref, T.max(axis=1))
-    steps = np.ceil(d * tref)
-    ids = table["job_id"].to_numpy()[idx]
-    ent = None
+    return col
+
+
+def _entities(table: pd.DataFrame, entity_column: str | None, idx: np.ndarray) -> np.ndarray | None:
+    """``entity_column`` of the kept rows ``idx`` as strings, or None when there is no such
+    column or a kept row has no value in it."""
     if entity_column is not None and entity_column in table.columns:
         vals = table[entity_column].to_numpy()[idx]
         if len(vals) and all(pd.notna(v) and str(v) != "" for v in vals):
-            ent = np.array([str(v) for v in vals], dtype=object)
-    jobs = JobSet(T, gpu_types=catalogue.gpu_types, ids=ids, scale_factors=sf, steps_remaining=steps, arrival_times=a,
-                  entities=ent)
-    U = None if catalogue.unconsolidated is None else catalogue.unconsolidated[rows]
-    meta = dict(table.attrs.get("meta", {}))
-    meta.update({"catalogue": repr(catalogue), "dropped_unmatched": int((~keep).sum())})
-    return Trace(jobs, unconsolidated=U, job_types=catalogue.job_types[rows], source=str(src), meta=meta)
+            return np.array([str(v) for v in vals], dtype=object)
+    return None
 
 
 # ------------------------------------------------------------------------------ dispatch

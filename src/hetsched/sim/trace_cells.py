@@ -34,16 +34,16 @@ __all__ = [
     "Column",
     "Field",
     "apply_schema",
-    "check_fields",
-    "fail_fields",
-    "read_fields",
     "cell_text",
+    "check_fields",
     "columns_of",
     "csv_columns",
     "csv_records",
     "decode_text",
     "duration_checks",
     "empty_strings",
+    "fail_duplicates",
+    "fail_fields",
     "fail_parse",
     "finish_table",
     "gc_paused",
@@ -52,6 +52,7 @@ __all__ = [
     "number",
     "numbers",
     "path_arg",
+    "read_fields",
     "selection",
     "times",
     "timestamp",
@@ -395,6 +396,24 @@ def isin(values: Sequence[Any], wanted: list[str]) -> np.ndarray:
 
 
 # ------------------------------------------------------------------------------ job tables
+def fail_duplicates(chk: RowChecks, order: np.ndarray, ids: Sequence[Any], what: str) -> bool:
+    """Fail (reason ``"duplicate_id"``) and resolve every row of ``order`` whose id an earlier
+    row of ``order`` holds, named ``"<what> '<id>' appears twice (first at <row>)"``; whether
+    any row did."""
+    id_s = pd.Series(np.asarray(ids, dtype=object)[order], dtype=object)
+    dup = id_s.duplicated(keep="first").to_numpy()
+    if not dup.any():
+        return False
+    first_at: dict[Any, str] = {}
+    for i, v in zip(order[~dup].tolist(), id_s[~dup].tolist()):
+        first_at.setdefault(v, chk.where[i])
+    bad = np.zeros(chk.n, dtype=bool)
+    bad[order[dup]] = True
+    chk.fail(bad, "duplicate_id", lambda i: f"{what} {ids[i]!r} appears twice (first at {first_at[ids[i]]})")
+    chk.resolve()
+    return True
+
+
 def finish_table(chk: RowChecks, report: LoadReport, cols: dict[str, Any], *, sort: bool,
                   cluster: Cluster | None, meta: dict[str, Any]) -> pd.DataFrame:
     """Arrival order, duplicates and cluster fit over the rows still alive; the job table.
@@ -420,16 +439,7 @@ def finish_table(chk: RowChecks, report: LoadReport, cols: dict[str, Any], *, so
             f"submitted at {arrival[i]:.6g} s, before the previous job at {last[i]:.6g} s"))
         chk.resolve()
         order = np.flatnonzero(chk.alive)
-    id_s = pd.Series(np.asarray(ids, dtype=object)[order], dtype=object)
-    dup = id_s.duplicated(keep="first").to_numpy()
-    if dup.any():
-        first_at: dict[Any, str] = {}
-        for i, v in zip(order[~dup].tolist(), id_s[~dup].tolist()):
-            first_at.setdefault(v, chk.where[i])
-        bad = np.zeros(chk.n, dtype=bool)
-        bad[order[dup]] = True
-        chk.fail(bad, "duplicate_id", lambda i: f"job id {ids[i]!r} appears twice (first at {first_at[ids[i]]})")
-        chk.resolve()
+    if fail_duplicates(chk, order, ids, "job id"):
         order = order[chk.alive[order]]
     g = np.asarray(cols["num_gpus"], dtype=float)
     if cluster is not None and order.size:
