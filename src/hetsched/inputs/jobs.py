@@ -110,105 +110,28 @@ class JobSet:
         cpus_per_gpu: Any = None,
         mem_per_gpu: Any = None,
     ) -> None:
-        if isinstance(throughputs, pd.DataFrame):
-            if gpu_types is None:
-                gpu_types = [str(c) for c in throughputs.columns]
-            elif list(gpu_types) != [str(c) for c in throughputs.columns]:
-                raise ValidationError(
-                    f"`gpu_types` {list(gpu_types)} must equal the DataFrame's columns "
-                    f"{list(throughputs.columns)} when `throughputs` is a DataFrame."
-                )
-            if ids is None and not isinstance(throughputs.index, pd.RangeIndex):
-                ids = throughputs.index.tolist()
-            throughputs = throughputs.to_numpy()
-        if gpu_types is None:
-            raise ValidationError("`gpu_types` is required when `throughputs` is not a DataFrame.")
-        gpu_types = check_names(gpu_types, "gpu_types", allow_empty=True)
-        m = len(gpu_types)
-        T = check_matrix(throughputs, "throughputs", shape=(-1, m), shape_text=f"(n_jobs, n_gpu_types) = (n, {m})",
-                         where=lambda i: f"row {i[0]}, column {i[1]}")
+        T, gpu_types, ids = _throughput_matrix(throughputs, gpu_types, ids)
         n = T.shape[0]
         self._T = T
         self._T.setflags(write=False)
         self.gpu_types: tuple[str, ...] = gpu_types
-
-        if ids is None:
-            self._ids = np.arange(n)
-        else:
-            id_arr = np.asarray(list(ids) if not isinstance(ids, np.ndarray) else ids)
-            if id_arr.ndim != 1 or id_arr.shape[0] != n:
-                raise ValidationError(f"`ids` must have length n_jobs = {n}; got shape {id_arr.shape}.")
-            index = pd.Index(id_arr)
-            if not index.is_unique:
-                dup = index[index.duplicated()].unique().tolist()[:5]
-                raise ValidationError(f"`ids` must be unique; duplicated ids: {dup}.")
-            self._ids = id_arr
-        self._ids.setflags(write=False)
+        self._ids = _job_ids(ids, n)
         _check_range(T, "throughputs", THROUGHPUT_RANGE, "0 (cannot run) or in", ids=self._ids, types=gpu_types)
-
-        if scale_factors is None:
-            s = np.ones(n, dtype=np.int64)
-        else:
-            s = check_integer_array(check_vector(scale_factors, "scale_factors", n), "scale_factors",
-                                    lambda j: f"job {show(self._ids[j])}")
-        s.setflags(write=False)
-        self._scale = s
-
-        if weights is None:
-            w = np.ones(n)
-        else:
-            w = check_vector(weights, "weights", n)
-            bad = ~np.isfinite(w) | (w <= 0)
-            if bad.any():
-                j = int(np.flatnonzero(bad)[0])
-                raise fail_at("weights", "positive", f"job {show(self._ids[j])}", w[j], verb="has")
-            _check_range(w, "weights", WEIGHT_RANGE, "in", ids=self._ids)
-        w.setflags(write=False)
-        self._weights = w
-
-        self._fields: dict[str, np.ndarray] = {}
-        given = dict(
-            steps_remaining=steps_remaining,
-            time_since_start=time_since_start,
-            slos=slos,
-            arrival_times=arrival_times,
-            isolated_time_elapsed=isolated_time_elapsed,
-            cpus_per_gpu=cpus_per_gpu,
-            mem_per_gpu=mem_per_gpu,
-        )
-        for name, value in given.items():
-            if value is None:
-                continue
-            arr = check_vector(value, name, n)
-            rule = OPTIONAL_FIELDS[name]
-            if rule == "positive":
-                bad = ~np.isfinite(arr) | (arr <= 0)
-            elif rule == "non-negative":
-                bad = ~np.isfinite(arr) | (arr < 0)
-            else:
-                bad = ~np.isfinite(arr)
-            if bad.any():
-                j = int(np.flatnonzero(bad)[0])
-                raise fail_at(name, rule, f"job {show(self._ids[j])}", arr[j], verb="has")
-            if name in _FIELD_MAX and (arr > _FIELD_MAX[name]).any():
-                j = int(np.flatnonzero(arr > _FIELD_MAX[name])[0])
-                raise fail_at(name, f"at most {_FIELD_MAX[name]:g} (the range the solvers handle reliably)",
-                              f"job {show(self._ids[j])}", arr[j], verb="has")
-            arr.setflags(write=False)
-            self._fields[name] = arr
+        self._scale = _scale_factors(scale_factors, n, self._ids)
+        self._weights = _weights(weights, n, self._ids)
+        given = {
+            "steps_remaining": steps_remaining,
+            "time_since_start": time_since_start,
+            "slos": slos,
+            "arrival_times": arrival_times,
+            "isolated_time_elapsed": isolated_time_elapsed,
+            "cpus_per_gpu": cpus_per_gpu,
+            "mem_per_gpu": mem_per_gpu,
+        }
+        self._fields: dict[str, np.ndarray] = _optional_fields(given, n, self._ids)
         self._multiplicity = np.ones(n, dtype=np.int64)
         self._multiplicity.setflags(write=False)
-        self._entities: np.ndarray | None = None
-        if entities is not None:
-            ent = np.asarray(list(entities), dtype=object)
-            if ent.shape != (n,):
-                raise ValidationError(f"`entities` must have shape (n_jobs,) = ({n},); got {ent.shape}.")
-            missing = pd.isna(ent)
-            if missing.any():
-                j = int(np.flatnonzero(missing)[0])
-                raise ValidationError(f"`entities` must name an entity for every job; job {show(self._ids[j])} has none.")
-            ent.setflags(write=False)
-            self._entities = ent
+        self._entities: np.ndarray | None = _entities(entities, n, self._ids)
 
     # --------------------------------------------------------------- accessors
     @property
@@ -366,3 +289,119 @@ def _check_range(values: np.ndarray, name: str, bounds: tuple[float, float], rul
     at = f"job {show(ids[where[0]])}" + (f" on {types[where[1]]!r}" if values.ndim == 2 else "")
     raise fail_at(name, f"{rule} [{lo:g}, {hi:g}] (the range the solvers handle reliably; rescale the units "
                         "otherwise)", at, values[where], verb="has")
+
+
+# ------------------------------------------------------------ construction phases
+def _throughput_matrix(throughputs: Any, gpu_types: Sequence[str] | None,
+                       ids: Sequence[Any] | None) -> tuple[np.ndarray, tuple[str, ...], Sequence[Any] | None]:
+    """The checked throughput matrix (float, shape (n, m)), the GPU types and the ids.
+
+    A DataFrame supplies ``gpu_types`` from its columns (which must equal ``gpu_types`` when
+    both are given) and ``ids`` from its index unless a RangeIndex; a plain array needs
+    ``gpu_types``. The returned matrix is not yet made read-only nor range-checked.
+    """
+    if isinstance(throughputs, pd.DataFrame):
+        if gpu_types is None:
+            gpu_types = [str(c) for c in throughputs.columns]
+        elif list(gpu_types) != [str(c) for c in throughputs.columns]:
+            raise ValidationError(
+                f"`gpu_types` {list(gpu_types)} must equal the DataFrame's columns "
+                f"{list(throughputs.columns)} when `throughputs` is a DataFrame."
+            )
+        if ids is None and not isinstance(throughputs.index, pd.RangeIndex):
+            ids = throughputs.index.tolist()
+        throughputs = throughputs.to_numpy()
+    if gpu_types is None:
+        raise ValidationError("`gpu_types` is required when `throughputs` is not a DataFrame.")
+    types = check_names(gpu_types, "gpu_types", allow_empty=True)
+    m = len(types)
+    T = check_matrix(throughputs, "throughputs", shape=(-1, m), shape_text=f"(n_jobs, n_gpu_types) = (n, {m})",
+                     where=lambda i: f"row {i[0]}, column {i[1]}")
+    return T, types, ids
+
+
+def _job_ids(ids: Sequence[Any] | None, n: int) -> np.ndarray:
+    """Job ids as a read-only array: ``0 .. n-1`` by default, else ``ids`` (length ``n``, unique)."""
+    if ids is None:
+        out = np.arange(n)
+    else:
+        out = np.asarray(list(ids) if not isinstance(ids, np.ndarray) else ids)
+        if out.ndim != 1 or out.shape[0] != n:
+            raise ValidationError(f"`ids` must have length n_jobs = {n}; got shape {out.shape}.")
+        index = pd.Index(out)
+        if not index.is_unique:
+            dup = index[index.duplicated()].unique().tolist()[:5]
+            raise ValidationError(f"`ids` must be unique; duplicated ids: {dup}.")
+    out.setflags(write=False)
+    return out
+
+
+def _scale_factors(scale_factors: Any, n: int, ids: np.ndarray) -> np.ndarray:
+    """Gang sizes as a read-only int64 array: 1 by default, else positive integers (length ``n``)."""
+    if scale_factors is None:
+        s = np.ones(n, dtype=np.int64)
+    else:
+        s = check_integer_array(check_vector(scale_factors, "scale_factors", n), "scale_factors",
+                                lambda j: f"job {show(ids[j])}")
+    s.setflags(write=False)
+    return s
+
+
+def _weights(weights: Any, n: int, ids: np.ndarray) -> np.ndarray:
+    """Priority weights as a read-only array: 1 by default, else positive and in :data:`WEIGHT_RANGE`."""
+    if weights is None:
+        w = np.ones(n)
+    else:
+        w = check_vector(weights, "weights", n)
+        _check_rule(w, "weights", "positive", ids)
+        _check_range(w, "weights", WEIGHT_RANGE, "in", ids=ids)
+    w.setflags(write=False)
+    return w
+
+
+def _optional_fields(given: dict[str, Any], n: int, ids: np.ndarray) -> dict[str, np.ndarray]:
+    """The optional per-job fields given (not None), in ``given``'s order, as read-only arrays
+    of length ``n``, each checked against its :data:`OPTIONAL_FIELDS` rule and its
+    ``_FIELD_MAX`` bound."""
+    fields: dict[str, np.ndarray] = {}
+    for name, value in given.items():
+        if value is None:
+            continue
+        arr = check_vector(value, name, n)
+        _check_rule(arr, name, OPTIONAL_FIELDS[name], ids)
+        if name in _FIELD_MAX and (arr > _FIELD_MAX[name]).any():
+            j = int(np.flatnonzero(arr > _FIELD_MAX[name])[0])
+            raise fail_at(name, f"at most {_FIELD_MAX[name]:g} (the range the solvers handle reliably)",
+                          f"job {show(ids[j])}", arr[j], verb="has")
+        arr.setflags(write=False)
+        fields[name] = arr
+    return fields
+
+
+def _entities(entities: Sequence[Any] | None, n: int, ids: np.ndarray) -> np.ndarray | None:
+    """Each job's entity as a read-only object array of shape (n,), or None when not given."""
+    if entities is None:
+        return None
+    ent = np.asarray(list(entities), dtype=object)
+    if ent.shape != (n,):
+        raise ValidationError(f"`entities` must have shape (n_jobs,) = ({n},); got {ent.shape}.")
+    missing = pd.isna(ent)
+    if missing.any():
+        j = int(np.flatnonzero(missing)[0])
+        raise ValidationError(f"`entities` must name an entity for every job; job {show(ids[j])} has none.")
+    ent.setflags(write=False)
+    return ent
+
+
+def _check_rule(values: np.ndarray, name: str, rule: str, ids: np.ndarray) -> None:
+    """Every entry of ``values`` must be finite and, by ``rule``, "positive" or "non-negative"
+    (any other rule: finite only); the first job that is not fails."""
+    if rule == "positive":
+        bad = ~np.isfinite(values) | (values <= 0)
+    elif rule == "non-negative":
+        bad = ~np.isfinite(values) | (values < 0)
+    else:
+        bad = ~np.isfinite(values)
+    if bad.any():
+        j = int(np.flatnonzero(bad)[0])
+        raise fail_at(name, rule, f"job {show(ids[j])}", values[j], verb="has")

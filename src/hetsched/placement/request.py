@@ -86,16 +86,45 @@ def make_request(topology: Topology, job_ids: Any, gpu_types: Any, num_gpus: Any
     """
     if not isinstance(topology, Topology):
         raise ValidationError(f"`topology` must be a Topology; got {type(topology).__name__}.")
+    ids, index = _job_ids(job_ids)
+    n = ids.shape[0]
+    job_type = _job_types(topology, gpu_types, n)
+    size = _sizes(num_gpus, ids)
+    wait = _waiting(waiting, ids)
+    usable = np.ones(topology.n_gpus, dtype=bool)
+    if blocked is not None:
+        usable[_gpu_ids(topology, blocked, "blocked")] = False
+    _check_capacity(topology, ids, job_type, size, allow_overcommit)
+    prev_offset, prev_gpu, prev_same = _previous(topology, index, ids, job_type, usable, previous)
+    check_bool(split_large_jobs, "split_large_jobs")
+    return PlacementRequest(
+        topology=topology,
+        job_ids=ids,
+        job_type=job_type,
+        size=size,
+        waiting=wait,
+        prev_offset=prev_offset,
+        prev_gpu=prev_gpu,
+        prev_same_type=prev_same,
+        usable=usable,
+        split_large_jobs=bool(split_large_jobs),
+    )
+
+
+def _job_ids(job_ids: Any) -> tuple[np.ndarray, pd.Index]:
+    """The job ids as a one-dimensional array, unique, and as a pandas Index."""
     ids = np.asarray(job_ids)
     if ids.ndim != 1:
         raise ValidationError(f"`job_ids` must be one-dimensional; got shape {ids.shape}.")
-    n = ids.shape[0]
     index = pd.Index(ids)
     if not index.is_unique:
         dup = [_jid(x) for x in index[index.duplicated()].unique().tolist()[:5]]
         raise ValidationError(f"`job_ids` must be unique; repeated: {dup}.")
+    return ids, index
 
-    # --- GPU types
+
+def _job_types(topology: Topology, gpu_types: Any, n: int) -> np.ndarray:
+    """Each job's GPU type index (int64, shape (n,)) from type indices or type names."""
     types = np.asarray(gpu_types)
     if types.shape != (n,):
         raise ValidationError(f"`gpu_types` must have shape ({n},) like `job_ids`; got {types.shape}.")
@@ -107,39 +136,45 @@ def make_request(topology: Topology, job_ids: Any, gpu_types: Any, num_gpus: Any
                 f"`gpu_types[{j}]` = {types[j]} is not a valid type index "
                 f"(0..{len(topology.gpu_types) - 1} for {list(topology.gpu_types)})."
             )
-        job_type = types.astype(np.int64)
-    else:
-        job_type = pd.Index(list(topology.gpu_types)).get_indexer(types.astype(object)) if n else np.zeros(0, np.int64)
-        job_type = np.asarray(job_type, dtype=np.int64)
-        if np.any(job_type < 0):
-            unknown = sorted({str(t) for t in types[job_type < 0]})
-            raise ValidationError(
-                f"`gpu_types` names unknown GPU types {unknown}; the cluster has {list(topology.gpu_types)}."
-            )
+        return types.astype(np.int64)
+    job_type = pd.Index(list(topology.gpu_types)).get_indexer(types.astype(object)) if n else np.zeros(0, np.int64)
+    job_type = np.asarray(job_type, dtype=np.int64)
+    if np.any(job_type < 0):
+        unknown = sorted({str(t) for t in types[job_type < 0]})
+        raise ValidationError(
+            f"`gpu_types` names unknown GPU types {unknown}; the cluster has {list(topology.gpu_types)}."
+        )
+    return job_type
 
-    # --- sizes
+
+def _sizes(num_gpus: Any, ids: np.ndarray) -> np.ndarray:
+    """GPUs per job (positive integers, shape (n,)) from ``num_gpus`` (integers or whole floats)."""
+    n = ids.shape[0]
     sizes = np.asarray(num_gpus)
     if sizes.shape != (n,):
         raise ValidationError(f"`num_gpus` must have shape ({n},) like `job_ids`; got {sizes.shape}.")
     if n and (sizes.dtype == bool or not (np.issubdtype(sizes.dtype, np.integer) or np.issubdtype(sizes.dtype, np.floating))):
         raise ValidationError(f"`num_gpus` must hold positive integers; got dtype {sizes.dtype}.")
-    size = check_integer_array(sizes.astype(float), "num_gpus", lambda j: f"job {_jid(ids[j])!r}")
+    return check_integer_array(sizes.astype(float), "num_gpus", lambda j: f"job {_jid(ids[j])!r}")
 
-    # --- waiting
+
+def _waiting(waiting: Any, ids: np.ndarray) -> np.ndarray:
+    """Time each job has waited (float, shape (n,), finite; zeros when not given)."""
+    n = ids.shape[0]
     if waiting is None:
-        wait = np.zeros(n)
-    else:
-        wait = np.asarray(waiting, dtype=float)
-        if wait.shape != (n,):
-            raise ValidationError(f"`waiting` must have shape ({n},) like `job_ids`; got {wait.shape}.")
-        check_matrix(wait, "waiting", where=lambda idx: f"job {_jid(ids[idx[0]])!r}")
+        return np.zeros(n)
+    wait = np.asarray(waiting, dtype=float)
+    if wait.shape != (n,):
+        raise ValidationError(f"`waiting` must have shape ({n},) like `job_ids`; got {wait.shape}.")
+    check_matrix(wait, "waiting", where=lambda idx: f"job {_jid(ids[idx[0]])!r}")
+    return wait
 
-    # --- blocked GPUs
-    usable = np.ones(topology.n_gpus, dtype=bool)
-    if blocked is not None:
-        usable[_gpu_ids(topology, blocked, "blocked")] = False
 
-    # --- capacity per type (the plan may not ask for more GPUs of a type than exist)
+def _check_capacity(topology: Topology, ids: np.ndarray, job_type: np.ndarray, size: np.ndarray,
+                    allow_overcommit: bool) -> None:
+    """The plan may not ask for more GPUs of a type than exist: no job larger than its type's
+    count, and (unless ``allow_overcommit``) no type's total demand above it."""
+    n = ids.shape[0]
     counts = np.bincount(topology.server_type, weights=topology.server_gpus, minlength=len(topology.gpu_types)).astype(np.int64)
     demand = np.bincount(job_type, weights=size, minlength=len(topology.gpu_types)).astype(np.int64)
     if np.any(size > counts[job_type]) if n else False:
@@ -155,22 +190,6 @@ def make_request(topology: Topology, job_ids: Any, gpu_types: Any, num_gpus: Any
             f"the plan asks for more GPUs than exist: {detail}; pass allow_overcommit=True to "
             f"leave the excess unscheduled."
         )
-
-    # --- previous placement
-    prev_offset, prev_gpu, prev_same = _previous(topology, index, ids, job_type, usable, previous)
-    check_bool(split_large_jobs, "split_large_jobs")
-    return PlacementRequest(
-        topology=topology,
-        job_ids=ids,
-        job_type=job_type,
-        size=size,
-        waiting=wait,
-        prev_offset=prev_offset,
-        prev_gpu=prev_gpu,
-        prev_same_type=prev_same,
-        usable=usable,
-        split_large_jobs=bool(split_large_jobs),
-    )
 
 
 def _jid(value: Any) -> Any:
@@ -218,6 +237,9 @@ def _previous(
     usable: np.ndarray,
     previous: Any,
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The previous placement in CSR form (prev_offset, prev_gpu, prev_same_type): from a
+    Placement on the same topology or a mapping job id -> GPUs, kept only for the jobs of
+    this plan and the GPUs of the type each asks for now (sorted per job)."""
     n = ids.shape[0]
     if previous is None:
         return np.zeros(n + 1, np.int64), np.zeros(0, np.int64), np.zeros(n, bool)

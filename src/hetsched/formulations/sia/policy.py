@@ -144,6 +144,7 @@ import pandas as pd
 from ...errors import ValidationError, show
 from ...inputs.cluster import Cluster
 from ...inputs.jobs import JobSet
+from ...solvers.base import SolverOutput
 from ...solvers.context import SolveContext
 from ...solvers.program import LinearProgram
 from ...validation import check_int, check_real, check_vector, fail, fail_at, is_real
@@ -457,7 +458,6 @@ class Sia(Policy):
 
         See "Solving" in the module docstring.
         """
-        n, m = jobs.n_jobs, jobs.n_types
         with ctx.building():
             prob = self.problem(jobs, cluster)
             cap = cluster.capacities(jobs.gpu_types)
@@ -465,6 +465,15 @@ class Sia(Policy):
         n_cols = int(prob.keep.sum())
         reduce = self.column_reduction if self.column_reduction is not None else n_cols > REDUCE_MIN_COLUMNS
         offset = -prob.lam * float(prob.weights.sum())
+        programs = self._solve_programs(prob, jobs, cluster, ctx, cap, bound, reduce, offset)
+        return _outcome(jobs, prob, bound, offset, n_cols, programs)
+
+    def _solve_programs(self, prob: SiaProblem, jobs: JobSet, cluster: Cluster, ctx: SolveContext,
+                        cap: np.ndarray, bound: LagrangianBound, reduce: bool, offset: float) -> _Programs:
+        """Solve the ILP whole, or (``reduce``) on the columns with reduced cost >= -tau, with
+        tau raised until the gap is proven or :data:`MAX_ROUNDS` programs were solved; each
+        solution is polished. ``offset`` is the constant left out of the program."""
+        n = jobs.n_jobs
         L = bound.value  # program units; L + offset is the bound on `objective`
         options: dict[str, Any] = {}
         rounds: list[dict[str, Any]] = []
@@ -479,11 +488,8 @@ class Sia(Policy):
             keep = prob.keep if rc is None else prob.keep & (rc >= -tau)
             with ctx.building():
                 lp = self._build(prob, jobs, cluster, keep)
-            if not rounds:  # options by what the backend for these ILPs can do
-                caps = ctx.capabilities(lp)
-                options = dict(caps.presolve_off)
-                if caps.gap_option is not None:
-                    options[caps.gap_option] = _program_gap(float(self.mip_gap), L, offset)
+            if not rounds:
+                options = self._program_options(ctx, lp, L, offset)
             out = ctx.run(lp, options=options)
             info = {"columns": lp.n_vars, "tau": tau, "status": out.status, "ilp_value": out.objective,
                     "solver_mip_gap": out.mip_gap, "solve_s": out.solve_s, "polish_moves": 0}
@@ -497,14 +503,7 @@ class Sia(Policy):
             if not info["polish_moves"] and abs(z - out.objective) > 1e-6 * max(1.0, abs(z)):
                 log.warning("sia: objective recomputed from the choice (%.9g) differs from the solver's (%.9g)",
                             z, out.objective)
-            # Upper bounds on the full ILP: L; and, for the program just solved, its solver bound
-            # (HiGHS and CBC measure gaps against at most max(1, |incumbent|)) or, for a column
-            # outside it, L - tau.
-            upper = L
-            if out.mip_gap is not None and out.status == "optimal":
-                solver_bound = out.objective + out.mip_gap * max(1.0, abs(out.objective))
-                upper = min(L, max(solver_bound, L - tau))
-            gap = max(0.0, upper - z) / _denominator(z + offset)
+            gap = _proven_gap(out, z, L, tau, offset)
             info["gap"] = gap
             if out.status != "optimal" or gap <= self.mip_gap or rc is None:
                 break
@@ -515,32 +514,17 @@ class Sia(Policy):
             # z + NEXT_ROUND_SHARE * mip_gap * |objective|, so its own bound certifies the gap
             tau_next = (L - z) - NEXT_ROUND_SHARE * self.mip_gap * _denominator(z + offset)
             tau = max(tau_next * (1.0 + 1e-9), 2.0 * tau)
-        extra: dict[str, Any] = {
-            "lambda_unallocated": prob.lam,
-            "configuration_set": prob.configs.to_frame(),
-            "n_columns": n_cols,
-            "lp_bound": L + offset,
-            "lp_bound_iterations": bound.iterations,
-            "rounds": rounds,
-        }
-        if out.has_solution and choice is not None:
-            X = np.zeros((n, m))
-            alloc = choice >= 0
-            X[np.flatnonzero(alloc), prob.configs.type_index[choice[alloc]]] = 1.0
-            objective = prob.objective(choice)
-            extra["mip_gap"] = float(gap)
-            extra["lp_gap"] = max(0.0, L + offset - objective) / _denominator(objective)
-            message = (f"{out.message}; {int(alloc.sum())}/{n} jobs allocated, gap {gap:.3g} "
-                       f"({len(rounds)} program(s), {lp.n_vars} of {n_cols} columns)")
-        else:
-            choice = None
-            X = np.full((n, m), np.nan)
-            objective = float("nan")
-            extra["mip_gap"] = None
-            extra["lp_gap"] = float("nan")
-            message = out.message
-        extra["configurations"] = _configurations_frame(jobs, prob, choice)
-        return PolicyOutcome(X=X, objective=objective, status=out.status, message=message, extra=extra)
+        return _Programs(lp=lp, out=out, choice=choice, gap=gap, rounds=rounds)
+
+    def _program_options(self, ctx: SolveContext, lp: LinearProgram, L: float, offset: float) -> dict[str, Any]:
+        """Backend options for these ILPs, by what the backend can do: presolve off, and the
+        relative MIP gap on the program (bound ``L``, constant ``offset`` left out) that keeps
+        ``mip_gap`` on the objective."""
+        caps = ctx.capabilities(lp)
+        options = dict(caps.presolve_off)
+        if caps.gap_option is not None:
+            options[caps.gap_option] = _program_gap(float(self.mip_gap), L, offset)
+        return options
 
     # ------------------------------------------------------------------ helpers
     def _current_index(self, jobs: JobSet, configs: ConfigurationSet) -> np.ndarray:
@@ -738,6 +722,66 @@ def _program_gap(mip_gap: float, L: float, offset: float) -> float:
     if mip_gap == 0.0 or not math.isfinite(L) or L <= 0:
         return mip_gap
     return min(mip_gap, mip_gap * abs(L + offset) / max(L, 1.0) / (1.0 + mip_gap))
+
+
+@dataclasses.dataclass
+class _Programs:
+    """What :meth:`Sia._solve_programs` leaves: the last program and its solver output, the
+    last choice read (None before any), the gap proven for it and one dict per program."""
+
+    lp: LinearProgram
+    out: SolverOutput
+    choice: np.ndarray | None
+    gap: float
+    rounds: list[dict[str, Any]]
+
+
+def _proven_gap(out: SolverOutput, z: float, L: float, tau: float, offset: float) -> float:
+    """Relative gap on the objective proven for the value ``z`` (program units) found by the
+    program just solved (columns with reduced cost >= ``-tau``), from the bound ``L``."""
+    # Upper bounds on the full ILP: L; and, for the program just solved, its solver bound
+    # (HiGHS and CBC measure gaps against at most max(1, |incumbent|)) or, for a column
+    # outside it, L - tau.
+    upper = L
+    if out.mip_gap is not None and out.status == "optimal":
+        solver_bound = out.objective + out.mip_gap * max(1.0, abs(out.objective))
+        upper = min(L, max(solver_bound, L - tau))
+    return max(0.0, upper - z) / _denominator(z + offset)
+
+
+def _outcome(jobs: JobSet, prob: SiaProblem, bound: LagrangianBound, offset: float, n_cols: int,
+             programs: _Programs) -> PolicyOutcome:
+    """The policy outcome: X (1 on each allocated job's chosen type; NaN without a solution),
+    Sia's objective and ``extra`` (bounds, gaps, rounds, configurations)."""
+    n, m = jobs.n_jobs, jobs.n_types
+    out, choice, gap, rounds = programs.out, programs.choice, programs.gap, programs.rounds
+    L = bound.value
+    extra: dict[str, Any] = {
+        "lambda_unallocated": prob.lam,
+        "configuration_set": prob.configs.to_frame(),
+        "n_columns": n_cols,
+        "lp_bound": L + offset,
+        "lp_bound_iterations": bound.iterations,
+        "rounds": rounds,
+    }
+    if out.has_solution and choice is not None:
+        X = np.zeros((n, m))
+        alloc = choice >= 0
+        X[np.flatnonzero(alloc), prob.configs.type_index[choice[alloc]]] = 1.0
+        objective = prob.objective(choice)
+        extra["mip_gap"] = float(gap)
+        extra["lp_gap"] = max(0.0, L + offset - objective) / _denominator(objective)
+        message = (f"{out.message}; {int(alloc.sum())}/{n} jobs allocated, gap {gap:.3g} "
+                   f"({len(rounds)} program(s), {programs.lp.n_vars} of {n_cols} columns)")
+    else:
+        choice = None
+        X = np.full((n, m), np.nan)
+        objective = float("nan")
+        extra["mip_gap"] = None
+        extra["lp_gap"] = float("nan")
+        message = out.message
+    extra["configurations"] = _configurations_frame(jobs, prob, choice)
+    return PolicyOutcome(X=X, objective=objective, status=out.status, message=message, extra=extra)
 
 
 def _choice(x: np.ndarray, job: np.ndarray, cfg: np.ndarray, n: int) -> np.ndarray:

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import logging
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 import scipy.sparse as sp
@@ -87,66 +87,154 @@ def build_master(P: SeparableProblem, amb: np.ndarray, *, cap_rhs: np.ndarray, l
     have one entry per coupling row (:attr:`SeparableProblem.n_cap`); ``agg.cap`` one row
     per coupling row. Returns the LP and the index maps needed to read it back.
     """
-    m = P.m
+    lay = _layout(P, amb, cols, level, agg)
+    c, col_lb, col_ub = _master_columns(P, amb, lay, level, agg, t_bounds, obj_scale)
+    ent = _Entries()
+    cap_types = _coupling_rows(P, amb, lay, ent, cap_rhs, level, t_cap, agg)
+    n_cap = cap_types.size
+    t_row0 = _group_rows(lay, ent, n_cap, level, agg)
+    base = _time_rows(lay, ent, t_row0)
+    lv_pos, nl = _level_rows(P, amb, lay, ent, base, level)
+    lp = _assemble(P, lay, ent, base + nl, c, col_lb, col_ub)
+    return lp, {'cap_types': cap_types, 'n_cap': n_cap, 'n_a': lay.n_a, 'lv_pos': lv_pos, 'base': base,
+                't_row0': t_row0, 'g0': lay.g0, 'G': lay.G, 'obj_scale': obj_scale}
+
+
+@dataclass
+class _Layout:
+    """Column layout of a master: [t (level mode)] [``G`` group columns] [``nx`` job variables].
+
+    Job variable ``i`` (column ``xs + i``) is ambiguous job ``ja[i]`` (a position in ``amb``)
+    on GPU type ``ka[i]``.
+    """
+
+    ja: np.ndarray
+    ka: np.ndarray
+    n_a: int
+    g0: int  # first group column: 1 in level mode (t is column 0), else 0
+    G: int
+    xs: int  # first job variable: g0 + G
+    nx: int
+    nv: int  # all columns: xs + nx
+
+
+def _layout(P: SeparableProblem, amb: np.ndarray, cols: np.ndarray | None, level: bool,
+            agg: Aggregate | None) -> _Layout:
+    """The master's columns: the job variables ``cols`` selects (default: ``P.U[amb]``, every
+    usable pair) after t (level mode) and the ``agg`` group columns."""
     Ua = P.U[amb] if cols is None else cols
     ja, ka = np.nonzero(Ua)
     nx = ja.size
-    n_a = amb.size
     g0 = 1 if level else 0
     G = agg.size if agg is not None else 0
     xs = g0 + G
-    nv = xs + nx
+    return _Layout(ja=ja, ka=ka, n_a=amb.size, g0=g0, G=G, xs=xs, nx=nx, nv=xs + nx)
+
+
+@dataclass
+class _Entries:
+    """The master's constraint matrix as (row, column, value) blocks and its row bounds,
+    appended phase by phase in row order."""
+
+    rows: list = field(default_factory=list)
+    cols: list = field(default_factory=list)
+    vals: list = field(default_factory=list)
+    rlb: list = field(default_factory=list)
+    rub: list = field(default_factory=list)
+
+    def add(self, rows: np.ndarray, cols: np.ndarray, vals: np.ndarray) -> None:
+        """Append one block of matrix entries."""
+        self.rows.append(rows)
+        self.cols.append(cols)
+        self.vals.append(vals)
+
+    def bound(self, lb: np.ndarray, ub: np.ndarray) -> None:
+        """Append the bounds of the next rows."""
+        self.rlb.append(lb)
+        self.rub.append(ub)
+
+
+def _master_columns(P: SeparableProblem, amb: np.ndarray, lay: _Layout, level: bool, agg: Aggregate | None,
+                    t_bounds: tuple[float, float], obj_scale: float) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Objective and column bounds (c, col_lb, col_ub): t's (level mode, cost ``obj_scale``),
+    the group columns' (``agg.obj``, up to inf in level mode, 1 in floor mode) and the job
+    variables' (``P.c`` in floor mode, 0 in level mode; ``[0, inf)``)."""
+    g0, xs, nv = lay.g0, lay.xs, lay.nv
     c = np.zeros(nv)
     col_lb = np.zeros(nv)
     col_ub = np.full(nv, np.inf)
     if level:
         c[0] = obj_scale
         col_lb[0], col_ub[0] = t_bounds
-    if G:
+    if lay.G:
         c[g0:xs] = agg.obj
         col_ub[g0:xs] = np.inf if level else 1.0
     if not level:
-        c[xs:] = P.c[amb[ja], ka]
+        c[xs:] = P.c[amb[lay.ja], lay.ka]
+    return c, col_lb, col_ub
+
+
+def _coupling_rows(P: SeparableProblem, amb: np.ndarray, lay: _Layout, ent: _Entries, cap_rhs: np.ndarray,
+                   level: bool, t_cap: np.ndarray | None, agg: Aggregate | None) -> np.ndarray:
+    """Rows 0..n_cap-1 into ``ent``: the coupling rows with a finite ``cap_rhs`` (GPU types,
+    then host resources) over the job variables, t (``t_cap``, level mode) and the group
+    columns (``agg.cap``), each ``<= cap_rhs``. Returns those rows' indices (``cap_types``)."""
+    m, ja, ka, xs = P.m, lay.ja, lay.ka, lay.xs
     cap_types = np.flatnonzero(np.isfinite(cap_rhs))  # coupling rows with a finite right-hand side
     cap_pos = np.full(cap_rhs.shape[0], -1, dtype=np.int64)
     cap_pos[cap_types] = np.arange(cap_types.size)
-    rows, cols, vals = [], [], []
     wv = P.W[amb[ja], ka]
     keep = (cap_pos[ka] >= 0) & (wv != 0)
-    rows.append(cap_pos[ka][keep]); cols.append(xs + np.flatnonzero(keep)); vals.append(wv[keep])
+    ent.add(cap_pos[ka][keep], xs + np.flatnonzero(keep), wv[keep])
     for e in range(P.n_extra):  # extra coupling rows (host resources) over their type's variables
         if cap_pos[m + e] < 0:
             continue
         on = np.flatnonzero(ka == P.kx[e])
         we = P.Wx[amb[ja[on]], e]
         nz = we != 0
-        rows.append(np.full(int(nz.sum()), cap_pos[m + e])); cols.append(xs + on[nz]); vals.append(we[nz])
+        ent.add(np.full(int(nz.sum()), cap_pos[m + e]), xs + on[nz], we[nz])
     if level and t_cap is not None:
         gk = cap_types[t_cap[cap_types] != 0]
-        rows.append(cap_pos[gk]); cols.append(np.zeros(gk.size, dtype=np.int64)); vals.append(t_cap[gk])
-    if G:
+        ent.add(cap_pos[gk], np.zeros(gk.size, dtype=np.int64), t_cap[gk])
+    if lay.G:
         kk, gg = np.nonzero(agg.cap[cap_types])
-        rows.append(kk); cols.append(g0 + gg); vals.append(agg.cap[cap_types][kk, gg])
-    n_cap = cap_types.size
-    rlb = [np.full(n_cap, -np.inf)]
-    rub = [cap_rhs[cap_types]]
-    r0 = n_cap
+        ent.add(kk, lay.g0 + gg, agg.cap[cap_types][kk, gg])
+    ent.bound(np.full(cap_types.size, -np.inf), cap_rhs[cap_types])
+    return cap_types
+
+
+def _group_rows(lay: _Layout, ent: _Entries, r0: int, level: bool, agg: Aggregate | None) -> int:
+    """Rows from ``r0`` into ``ent`` on the group columns: ``u_g - t <= 0`` per group (level
+    mode) or ``u_a + u_b <= 1`` per linked pair ``agg.link`` (floor mode). Returns the next row."""
+    g0, G = lay.g0, lay.G
     if level and G:  # u_g - t <= 0
-        rows.append(r0 + np.arange(G)); cols.append(g0 + np.arange(G)); vals.append(np.ones(G))
-        rows.append(r0 + np.arange(G)); cols.append(np.zeros(G, dtype=np.int64)); vals.append(-np.ones(G))
-        rlb.append(np.full(G, -np.inf)); rub.append(np.zeros(G))
+        ent.add(r0 + np.arange(G), g0 + np.arange(G), np.ones(G))
+        ent.add(r0 + np.arange(G), np.zeros(G, dtype=np.int64), -np.ones(G))
+        ent.bound(np.full(G, -np.inf), np.zeros(G))
         r0 += G
     if not level and G and agg.link is not None and agg.link.size:  # u_a + u_b <= 1
         nL = agg.link.shape[0]
-        rows.append(r0 + np.repeat(np.arange(nL), 2)); cols.append(g0 + agg.link.reshape(-1)); vals.append(np.ones(2 * nL))
-        rlb.append(np.full(nL, -np.inf)); rub.append(np.ones(nL))
+        ent.add(r0 + np.repeat(np.arange(nL), 2), g0 + agg.link.reshape(-1), np.ones(2 * nL))
+        ent.bound(np.full(nL, -np.inf), np.ones(nL))
         r0 += nL
-    # time rows
-    t_row0 = r0
-    rows.append(r0 + ja); cols.append(xs + np.arange(nx)); vals.append(np.ones(nx))
-    rlb.append(np.full(n_a, -np.inf)); rub.append(np.ones(n_a))
-    r0 += n_a
-    base = r0
+    return r0
+
+
+def _time_rows(lay: _Layout, ent: _Entries, r0: int) -> int:
+    """Rows ``r0 .. r0+n_a-1`` into ``ent``: each ambiguous job's time, the sum of its
+    variables, at most 1. Returns the next row."""
+    nx, n_a = lay.nx, lay.n_a
+    ent.add(r0 + lay.ja, lay.xs + np.arange(nx), np.ones(nx))
+    ent.bound(np.full(n_a, -np.inf), np.ones(n_a))
+    return r0 + n_a
+
+
+def _level_rows(P: SeparableProblem, amb: np.ndarray, lay: _Layout, ent: _Entries, base: int,
+                level: bool) -> tuple[np.ndarray, int]:
+    """Rows from ``base`` into ``ent``, one per ambiguous job with a level (level mode:
+    ``sum_k A x - t >= 0``) or a finite floor (floor mode: ``sum_k A x >= floor``).
+    Returns ``lv_pos`` (each job's row after ``base``, -1 for none) and the number of rows."""
+    ja, ka, xs, n_a = lay.ja, lay.ka, lay.xs, lay.n_a
     av = P.A[amb[ja], ka]
     if level:
         has = P.has_level[amb]
@@ -159,18 +247,23 @@ def build_master(P: SeparableProblem, amb: np.ndarray, *, cap_rhs: np.ndarray, l
     nl = int(has.sum())
     lv_pos[has] = np.arange(nl)
     sel = has[ja] & (av != 0)
-    rows.append(base + lv_pos[ja][sel]); cols.append(xs + np.flatnonzero(sel)); vals.append(av[sel])
+    ent.add(base + lv_pos[ja][sel], xs + np.flatnonzero(sel), av[sel])
     if level:
-        rows.append(base + np.arange(nl)); cols.append(np.zeros(nl, dtype=np.int64)); vals.append(-np.ones(nl))
-    rlb.append(rhs); rub.append(np.full(nl, np.inf))
-    n_rows = base + nl
-    Amat = sp.csr_array((np.concatenate(vals), (np.concatenate(rows), np.concatenate(cols))), shape=(n_rows, nv))
-    x_index = np.full((n_a, m), -1, dtype=np.int64)
-    x_index[ja, ka] = xs + np.arange(nx)
-    lp = LinearProgram(c=c, A=Amat, row_lb=np.concatenate(rlb), row_ub=np.concatenate(rub), col_lb=col_lb,
-                       col_ub=col_ub, x_index=x_index, sense="max", name="structured-master")
-    return lp, {'cap_types': cap_types, 'n_cap': n_cap, 'n_a': n_a, 'lv_pos': lv_pos, 'base': base, 't_row0': t_row0,
-                    'g0': g0, 'G': G, 'obj_scale': obj_scale}
+        ent.add(base + np.arange(nl), np.zeros(nl, dtype=np.int64), -np.ones(nl))
+    ent.bound(rhs, np.full(nl, np.inf))
+    return lv_pos, nl
+
+
+def _assemble(P: SeparableProblem, lay: _Layout, ent: _Entries, n_rows: int, c: np.ndarray, col_lb: np.ndarray,
+              col_ub: np.ndarray) -> LinearProgram:
+    """The master LP (maximised) from the columns, the ``n_rows`` rows in ``ent`` and the map
+    (job position in ``amb``, type) -> job variable."""
+    Amat = sp.csr_array((np.concatenate(ent.vals), (np.concatenate(ent.rows), np.concatenate(ent.cols))),
+                        shape=(n_rows, lay.nv))
+    x_index = np.full((lay.n_a, P.m), -1, dtype=np.int64)
+    x_index[lay.ja, lay.ka] = lay.xs + np.arange(lay.nx)
+    return LinearProgram(c=c, A=Amat, row_lb=np.concatenate(ent.rlb), row_ub=np.concatenate(ent.rub), col_lb=col_lb,
+                         col_ub=col_ub, x_index=x_index, sense="max", name="structured-master")
 
 
 def read_master(P, lp, out, maps):
