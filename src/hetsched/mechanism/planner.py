@@ -1,4 +1,20 @@
-"""plan_round: X + history -> which jobs run on which GPU type this round."""
+"""plan_round: X + history -> which jobs run on which GPU type this round.
+
+:func:`plan_round_arrays` is the kernel; it runs these phases in order:
+
+1. check the inputs: the options and history (:func:`_check_options`), then the arrays
+   (:func:`~hetsched.mechanism.validation.check_allocation_arrays`);
+2. align the share history to the rows and columns of X (:meth:`ShareHistory.aligned`);
+3. "rounds" mode: order the entries of X by priority or claim, keeping only those still
+   owed time unless work-conserving (:func:`_priority_entries`);
+4. pack whole gangs into the GPUs of each type, with backfill or head-of-line blocking
+   (:func:`_pack_entries`);
+5. derive time shares, preemptions and migrations (:func:`_rounds_outcome`; "ideal" mode
+   skips 3-4: :func:`_ideal_outcome`);
+6. build the RoundPlan with its message, log lines and timing (:func:`_build_plan`).
+
+:func:`plan_round` adapts an Allocation (or a plain X with a JobSet) to these arrays.
+"""
 
 from __future__ import annotations
 
@@ -6,7 +22,7 @@ import inspect
 import logging
 import time
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 
@@ -124,6 +140,47 @@ def plan_round_arrays(
     [0, 1, 1]
     """
     t0 = time.perf_counter()
+    tolerance, zero_tol, stickiness, L, history = _check_options(
+        history, tolerance, zero_tol, stickiness, round_seconds, mode, rule, work_conserving
+    )
+    X, s, cap, ids, types = check_allocation_arrays(
+        X, scale_factors, capacities, job_ids, gpu_types, tolerance=tolerance, zero_tol=zero_tol
+    )
+    base = history.aligned(ids, types)
+    if mode == "ideal":
+        outcome = _ideal_outcome(X, zero_tol)
+    else:
+        ej, ek = _priority_entries(
+            X, base, L, rule=rule, stickiness=stickiness, zero_tol=zero_tol,
+            work_conserving=work_conserving, waiting=waiting,
+        )
+        assignment, passes = _pack_entries(ej, ek, s, cap, X.shape[0], backfill=backfill, members=members)
+        outcome = _rounds_outcome(assignment, base.last_type, X.shape, passes)
+    plan_s = time.perf_counter() - t0
+    return _build_plan(
+        outcome, base, history, ids=ids, types=types, s=s, cap=cap, mode=mode, rule=rule, L=L, plan_s=plan_s
+    )
+
+
+class _Outcome(NamedTuple):
+    """What the round does, before it is wrapped in a RoundPlan."""
+
+    assignment: np.ndarray
+    time_share: np.ndarray
+    preempted: np.ndarray
+    migrated: np.ndarray
+    passes: int
+
+
+def _check_options(
+    history: Any, tolerance: Any, zero_tol: Any, stickiness: Any, round_seconds: Any,
+    mode: Any, rule: Any, work_conserving: Any,
+) -> tuple[float, float, float, float, ShareHistory]:
+    """Phase 1a: check the scalar options, then the history (the arrays come next).
+
+    Returns ``(tolerance, zero_tol, stickiness, round_seconds, history)`` as clean values;
+    a ``history`` of None becomes an empty one.
+    """
     tolerance = check_nonneg(tolerance, "tolerance", allow_inf=True)
     zero_tol = check_nonneg(zero_tol, "zero_tol")
     stickiness = check_nonneg(stickiness, "stickiness")
@@ -135,46 +192,85 @@ def plan_round_arrays(
         history = ShareHistory.empty()
     elif not isinstance(history, ShareHistory):
         raise ValidationError(f"`history` must be a ShareHistory or None; got {type(history).__name__}.")
-    X, s, cap, ids, types = check_allocation_arrays(
-        X, scale_factors, capacities, job_ids, gpu_types, tolerance=tolerance, zero_tol=zero_tol
-    )
-    n, m = X.shape
-    base = history.aligned(ids, types)
-    prev = base.last_type
-    passes = 0
-    if mode == "ideal":
-        share = np.where(X > zero_tol, X, 0.0)
-        assignment = np.full(n, -1, dtype=np.int64)
-        preempted = np.zeros(n, dtype=bool)
-        migrated = np.zeros(n, dtype=bool)
-    else:
-        ej, ek = priority_order(
-            X, base.received, base.elapsed, prev, L, rule=rule, stickiness=stickiness, zero_tol=zero_tol,
-            work_conserving=work_conserving,
-            waiting=base.rounds_waiting if waiting is None else _waiting(waiting, n),
-            waited=base.seconds_waiting,
-        )
-        check_bool(backfill, "backfill")
+    return tolerance, zero_tol, stickiness, L, history
 
-        if not backfill and members is not None:
-            raise ValidationError("`backfill=False` is not supported with `members` (space-sharing rows).")
-        if not backfill:
-            assignment, passes = greedy_pack_blocking(ej, ek, s, cap, n), 1
-        elif members is None:
-            assignment, passes = greedy_pack(ej, ek, s, cap, n)
-        else:
-            mem = np.asarray(members, dtype=np.int64)
-            if mem.shape != (n, 2):
-                raise ValidationError(f"`members` must have shape (n_rows, 2) = ({n}, 2); got {mem.shape}.")
-            assignment, passes = greedy_pack_members(ej, ek, s, cap, mem), 1
-        share = np.zeros((n, m))
-        run = assignment >= 0
-        share[np.flatnonzero(run), assignment[run]] = 1.0
-        ran = prev >= 0
-        preempted = ran & (assignment != prev)
-        migrated = preempted & run
-    plan_s = time.perf_counter() - t0
-    message = _message(n, base, assignment, s, cap, types, mode, passes)
+
+def _priority_entries(
+    X: np.ndarray, base: Any, L: float, *, rule: str, stickiness: float, zero_tol: float,
+    work_conserving: bool, waiting: Any,
+) -> tuple[np.ndarray, np.ndarray]:
+    """Phase 3: the entries ``(job row, type column)`` of X in priority order, best first.
+
+    Takes the checked X, the aligned history ``base`` and the round length ``L``.
+    ``waiting`` (the tie-break) defaults to the history's rounds waited. Without work
+    conservation only entries still owed time are kept (:func:`priority_order`).
+    """
+    return priority_order(
+        X, base.received, base.elapsed, base.last_type, L, rule=rule, stickiness=stickiness, zero_tol=zero_tol,
+        work_conserving=work_conserving,
+        waiting=base.rounds_waiting if waiting is None else _waiting(waiting, X.shape[0]),
+        waited=base.seconds_waiting,
+    )
+
+
+def _pack_entries(
+    ej: np.ndarray, ek: np.ndarray, s: np.ndarray, cap: np.ndarray, n: int, *, backfill: Any, members: Any,
+) -> tuple[np.ndarray, int]:
+    """Phase 4: place whole gangs by walking the sorted entries; ``(assignment, passes)``.
+
+    ``backfill=True`` skips a gang that does not fit (:func:`greedy_pack`, or
+    :func:`greedy_pack_members` when ``members`` names the jobs of allocation rows);
+    False stops at the first job that fits none of its types (:func:`greedy_pack_blocking`).
+    """
+    check_bool(backfill, "backfill")
+    if not backfill and members is not None:
+        raise ValidationError("`backfill=False` is not supported with `members` (space-sharing rows).")
+    if not backfill:
+        return greedy_pack_blocking(ej, ek, s, cap, n), 1
+    if members is None:
+        return greedy_pack(ej, ek, s, cap, n)
+    mem = np.asarray(members, dtype=np.int64)
+    if mem.shape != (n, 2):
+        raise ValidationError(f"`members` must have shape (n_rows, 2) = ({n}, 2); got {mem.shape}.")
+    return greedy_pack_members(ej, ek, s, cap, mem), 1
+
+
+def _rounds_outcome(
+    assignment: np.ndarray, prev: np.ndarray, shape: tuple[int, int], passes: int
+) -> _Outcome:
+    """Phase 5 ("rounds" mode): one-hot time shares of ``assignment`` (of X's ``shape``),
+    and the jobs preempted or migrated relative to last round's types ``prev``."""
+    share = np.zeros(shape)
+    run = assignment >= 0
+    share[np.flatnonzero(run), assignment[run]] = 1.0
+    ran = prev >= 0
+    preempted = ran & (assignment != prev)
+    migrated = preempted & run
+    return _Outcome(assignment, share, preempted, migrated, passes)
+
+
+def _ideal_outcome(X: np.ndarray, zero_tol: float) -> _Outcome:
+    """Phase 5 ("ideal" mode): X applied exactly (entries at or below ``zero_tol`` as 0);
+    no job is assigned a single type, preempted or migrated; no packing pass."""
+    n = X.shape[0]
+    share = np.where(X > zero_tol, X, 0.0)
+    return _Outcome(
+        np.full(n, -1, dtype=np.int64), share, np.zeros(n, dtype=bool), np.zeros(n, dtype=bool), 0
+    )
+
+
+def _build_plan(
+    outcome: _Outcome, base: Any, history: ShareHistory, *, ids: np.ndarray, types: tuple[str, ...],
+    s: np.ndarray, cap: np.ndarray, mode: str, rule: str, L: float, plan_s: float,
+) -> RoundPlan:
+    """Phase 6: the RoundPlan of ``outcome``, with its message and log lines.
+
+    Takes the aligned history ``base`` (kept on the plan for :meth:`ShareHistory.record`),
+    the history it came from, the checked arrays and options, and the planning time.
+    """
+    assignment, share, preempted, migrated, passes = outcome
+    prev = base.last_type
+    message = _message(ids.shape[0], base, assignment, s, cap, types, mode, passes)
     if base.dropped_ids.size:
         log.info("plan_round: dropped %d job(s) from the history: %s", base.dropped_ids.size,
                  base.dropped_ids[:5].tolist())
@@ -202,6 +298,7 @@ def plan_round_arrays(
 
 
 def _waiting(waiting: Any, n: int) -> np.ndarray:
+    """``waiting`` as one finite float per row of X (the priorities' tie-break)."""
     w = np.asarray(waiting, dtype=float)
     if w.shape != (n,) or not np.isfinite(w).all():
         raise ValidationError(f"`waiting` must hold one finite number per row of X ({n}); got shape {w.shape}.")
@@ -310,51 +407,79 @@ def plan_round(
     if jobs is not None and scale_factors is not None:
         raise ValidationError("give `jobs` or `scale_factors`, not both.")
     if isinstance(allocation, Allocation):
-        if job_ids is not None or gpu_types is not None:
-            raise ValidationError("`job_ids` and `gpu_types` come from the Allocation; do not pass them too.")
-        if not allocation.has_solution:
-            raise ValidationError(
-                f"`allocation` has no solution to follow (status {allocation.status!r}: {allocation.message})."
-            )
-        X, ids, types = allocation.X, allocation.job_ids, allocation.gpu_types
-        if jobs is not None:
-            _check_same_ids(jobs.ids, ids)
-            scale_factors = jobs.scale_factors
-        elif scale_factors is None:
-            scale_factors = getattr(allocation, "scale_factors", None)
-            if scale_factors is None:
-                raise ValidationError(
-                    "`scale_factors` (or `jobs`) is required with an Allocation: it does not carry gang sizes."
-                )
+        X, ids, types, scale_factors = _read_allocation(allocation, jobs, scale_factors, job_ids, gpu_types)
     else:
-        X = allocation
-        ids = job_ids
-        types = gpu_types
-        if jobs is not None:
-            if ids is None:
-                ids = jobs.ids
-            else:
-                _check_same_ids(jobs.ids, as_id_array(ids))
-            if types is None:
-                types = jobs.gpu_types
-            scale_factors = jobs.scale_factors
-        if types is None:
-            ncols = np.shape(X)[1] if np.ndim(X) == 2 else None
-            if ncols != len(cluster.gpu_types):
-                raise ValidationError(
-                    f"`gpu_types` is required for a plain X whose {ncols} column(s) do not match the "
-                    f"cluster's {len(cluster.gpu_types)} types {list(cluster.gpu_types)}."
-                )
-            types = cluster.gpu_types
+        X, ids, types, scale_factors = _read_plain_x(allocation, cluster, jobs, scale_factors, job_ids, gpu_types)
     types = tuple(types)
+    _check_option_names(options)
+    return plan_round_arrays(
+        X, scale_factors, cluster.capacities(types), history, job_ids=ids, gpu_types=types, **options
+    )
+
+
+def _read_allocation(
+    allocation: Allocation, jobs: JobSet | None, scale_factors: Any, job_ids: Any, gpu_types: Any,
+) -> tuple[np.ndarray, np.ndarray, tuple[str, ...], Any]:
+    """``(X, job_ids, gpu_types, scale_factors)`` of a solved Allocation for :func:`plan_round`.
+
+    Gang sizes come from ``jobs`` (whose ids must match), else ``scale_factors``, else the
+    allocation itself; ids and types must not be passed again.
+    """
+    if job_ids is not None or gpu_types is not None:
+        raise ValidationError("`job_ids` and `gpu_types` come from the Allocation; do not pass them too.")
+    if not allocation.has_solution:
+        raise ValidationError(
+            f"`allocation` has no solution to follow (status {allocation.status!r}: {allocation.message})."
+        )
+    X, ids, types = allocation.X, allocation.job_ids, allocation.gpu_types
+    if jobs is not None:
+        _check_same_ids(jobs.ids, ids)
+        scale_factors = jobs.scale_factors
+    elif scale_factors is None:
+        scale_factors = getattr(allocation, "scale_factors", None)
+        if scale_factors is None:
+            raise ValidationError(
+                "`scale_factors` (or `jobs`) is required with an Allocation: it does not carry gang sizes."
+            )
+    return X, ids, types, scale_factors
+
+
+def _read_plain_x(
+    X: Any, cluster: Cluster, jobs: JobSet | None, scale_factors: Any, job_ids: Any, gpu_types: Any,
+) -> tuple[Any, Any, Any, Any]:
+    """``(X, job_ids, gpu_types, scale_factors)`` of a plain X for :func:`plan_round`.
+
+    Missing ids, types and gang sizes come from ``jobs``; GPU types otherwise from the
+    cluster, when X has as many columns as it has types.
+    """
+    ids = job_ids
+    types = gpu_types
+    if jobs is not None:
+        if ids is None:
+            ids = jobs.ids
+        else:
+            _check_same_ids(jobs.ids, as_id_array(ids))
+        if types is None:
+            types = jobs.gpu_types
+        scale_factors = jobs.scale_factors
+    if types is None:
+        ncols = np.shape(X)[1] if np.ndim(X) == 2 else None
+        if ncols != len(cluster.gpu_types):
+            raise ValidationError(
+                f"`gpu_types` is required for a plain X whose {ncols} column(s) do not match the "
+                f"cluster's {len(cluster.gpu_types)} types {list(cluster.gpu_types)}."
+            )
+        types = cluster.gpu_types
+    return X, ids, types, scale_factors
+
+
+def _check_option_names(options: dict[str, Any]) -> None:
+    """Refuse ``**options`` of :func:`plan_round` that :func:`plan_round_arrays` does not take."""
     known = {name for name, par in inspect.signature(plan_round_arrays).parameters.items()
              if par.kind is inspect.Parameter.KEYWORD_ONLY and name not in ("job_ids", "gpu_types")}
     unknown = sorted(set(options) - known)
     if unknown:
         raise ValidationError(f"`options` of plan_round must be among {sorted(known)}; got unknown {unknown}.")
-    return plan_round_arrays(
-        X, scale_factors, cluster.capacities(types), history, job_ids=ids, gpu_types=types, **options
-    )
 
 
 def _check_same_ids(expected: np.ndarray, got: np.ndarray) -> None:
