@@ -248,7 +248,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     args.command_line = [sys.executable, "-m", "hetsched", *(sys.argv[1:] if argv is None else [str(a) for a in argv])]
     out = sys.stdout
     if args.command == "policies":
-        from . import policies as _policies  # noqa: F401  (registers every policy)
+        from . import policies as _policies
         from .formulations.base import list_policies
 
         for name in list_policies():

@@ -9,16 +9,16 @@ errors: they come back as a status on the result.
 from __future__ import annotations
 
 __all__ = [
+    "CapabilityError",
+    "DataNotFoundError",
     "HetschedError",
-    "ValidationError",
+    "MainModuleGuardError",
     "MissingFieldError",
+    "SchedulerError",
+    "SolverError",
     "UnknownPolicyError",
     "UnknownSolverError",
-    "SolverError",
-    "CapabilityError",
-    "SchedulerError",
-    "DataNotFoundError",
-    "MainModuleGuardError",
+    "ValidationError",
 ]
 
 

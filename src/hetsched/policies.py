@@ -14,21 +14,21 @@ from __future__ import annotations
 
 from typing import Any
 
-from .formulations.base import (  # noqa: F401  (re-exported, see __all__)
+from .formulations.base import (
     Policy,
     list_policies,
     make_policy,
     register_policy,
     registered_policies,
 )
-from .formulations.spaces.packing import Packing  # noqa: F401
-from .formulations.spaces.placement_sensitivity import PlacementSensitivity  # noqa: F401
-from .solvers.partition import Partitioned  # noqa: F401
+from .formulations.spaces.packing import Packing
+from .formulations.spaces.placement_sensitivity import PlacementSensitivity
+from .solvers.partition import Partitioned
 
 _CLASSES: dict[str, type[Policy]] = {cls.__name__: cls for cls in registered_policies().values()}
 globals().update(_CLASSES)
 
-__all__ = sorted([*_CLASSES, "Packing", "Partitioned", "PlacementSensitivity", "Policy", "list_policies",  # noqa: PLE0605
+__all__ = sorted([*_CLASSES, "Packing", "Partitioned", "PlacementSensitivity", "Policy", "list_policies",
                   "make_policy", "register_policy"])
 
 

@@ -56,7 +56,6 @@ import numpy as np
 from .errors import ValidationError, show
 
 __all__ = [
-    "check_output_path",
     "as_rng",
     "check_bool",
     "check_choice",
@@ -67,6 +66,7 @@ __all__ = [
     "check_names",
     "check_nonempty_str",
     "check_nonneg",
+    "check_output_path",
     "check_positive",
     "check_probability",
     "check_real",

@@ -17,7 +17,7 @@ import pandas as pd
 
 from ..inputs.jobs import RESOURCE_FIELDS, JobSet
 
-__all__ = ["JobClasses", "aggregate_jobs", "SMALL_N"]
+__all__ = ["SMALL_N", "JobClasses", "aggregate_jobs"]
 
 #: Up to this many jobs classes are found with numpy's sort-based unique, above with pandas.
 SMALL_N = 2_000

@@ -9,15 +9,22 @@ from typing import Any, ClassVar, dataclass_transform
 import numpy as np
 
 from ..errors import UnknownPolicyError, ValidationError
-from ..validation import check_bool
 from ..inputs.cluster import Cluster
 from ..inputs.jobs import JobSet
 from ..solvers.base import SolverOutput
 from ..solvers.context import SolveContext
 from ..solvers.program import LinearProgram
+from ..validation import check_bool
 
-__all__ = ["Policy", "PolicyOutcome", "register_policy", "list_policies", "make_policy", "policy_parameters",
-           "registered_policies"]
+__all__ = [
+    "Policy",
+    "PolicyOutcome",
+    "list_policies",
+    "make_policy",
+    "policy_parameters",
+    "register_policy",
+    "registered_policies",
+]
 
 _POLICIES: dict[str, type[Policy]] = {}
 

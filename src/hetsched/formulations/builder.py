@@ -9,7 +9,7 @@ import scipy.sparse as sp
 
 from ..solvers.program import LinearProgram
 
-__all__ = ["ProgramBuilder", "AllocationVars"]
+__all__ = ["AllocationVars", "ProgramBuilder"]
 
 
 def _cat(parts: list[np.ndarray], dtype: type = float) -> np.ndarray:

@@ -29,13 +29,13 @@ from .level_matrix import level_rows_csr
 from .resources import add_resource_rows
 
 __all__ = [
-    "usable_mask",
     "add_base_rows",
-    "proportional_throughput",
     "isolated_allocation",
     "isolated_throughput",
-    "throughput_rows",
+    "proportional_throughput",
     "retry_exact",
+    "throughput_rows",
+    "usable_mask",
 ]
 
 

@@ -19,7 +19,6 @@ Examples
 
 from __future__ import annotations
 
-
 import numpy as np
 
 from ..inputs.cluster import Cluster

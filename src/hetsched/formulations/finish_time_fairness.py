@@ -48,7 +48,6 @@ Examples
 
 from __future__ import annotations
 
-
 import numpy as np
 
 from ..inputs.cluster import Cluster

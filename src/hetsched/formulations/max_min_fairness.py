@@ -37,7 +37,6 @@ Examples
 
 from __future__ import annotations
 
-
 import numpy as np
 
 from ..inputs.cluster import Cluster

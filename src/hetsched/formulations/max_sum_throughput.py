@@ -34,7 +34,6 @@ Examples
 
 from __future__ import annotations
 
-
 import numpy as np
 
 from ..errors import MissingFieldError
@@ -110,7 +109,7 @@ class MaxSumThroughput(SpaceOptions, Policy):
             X = b.add_allocation(mask, cost=cost)
         else:
             X = space.add_to(b, cost=0.0 if elastic else space.values(jobs.multiplicity[:, None] * c))
-        finish = (lambda lp: lp) if space is None else X.program  # noqa: E731
+        finish = (lambda lp: lp) if space is None else X.program
         add_base_rows(b, X, jobs, cap, cluster=cluster)
         target = self._slo_targets(jobs)
         if target is not None:

@@ -27,7 +27,6 @@ Examples
 
 from __future__ import annotations
 
-
 import numpy as np
 
 from ..errors import ValidationError, show
@@ -39,7 +38,7 @@ from .base import Policy, PolicyOutcome, register_policy
 from .common import level_program, solve_levels, usable_mask
 from .spaces.space import SpaceOptions
 
-__all__ = ["MinMakespan", "RATE_SPREAD_MAX"]
+__all__ = ["RATE_SPREAD_MAX", "MinMakespan"]
 
 #: Largest ratio between the fastest and the slowest job's best rate ``max_k T[j, k] / R_j``
 #: accepted. The LP's coefficients span this ratio; measured with the default solver (HiGHS)

@@ -20,7 +20,7 @@ from ..validation import check_mapping, check_positive
 from .builder import AllocationVars, ProgramBuilder
 from .common import add_base_rows
 
-__all__ = ["UserGroups", "user_groups", "check_ticket_map", "user_type_rows", "within_user_program"]
+__all__ = ["UserGroups", "check_ticket_map", "user_groups", "user_type_rows", "within_user_program"]
 
 
 class UserGroups:

@@ -46,7 +46,7 @@ class Cluster:
     12
     """
 
-    __slots__ = ("gpu_types", "counts", "_prices", "_index", "topology", "_resources")
+    __slots__ = ("_index", "_prices", "_resources", "counts", "gpu_types", "topology")
 
     def __init__(
         self,
@@ -101,7 +101,7 @@ class Cluster:
         prices: Mapping[str, float] | None = None,
         cpus: Mapping[str, float] | None = None,
         memory: Mapping[str, float] | None = None,
-    ) -> "Cluster":
+    ) -> Cluster:
         """A cluster with a server topology (servers, racks, GPU ids).
 
         Parameters

@@ -99,16 +99,16 @@ class Topology:
     """
 
     __slots__ = (
-        "gpu_types",
-        "server_names",
-        "server_type",
-        "server_gpus",
-        "rack_names",
-        "server_rack",
-        "gpu_offset",
-        "gpu_server",
         "_server_index",
         "_type_index",
+        "gpu_offset",
+        "gpu_server",
+        "gpu_types",
+        "rack_names",
+        "server_gpus",
+        "server_names",
+        "server_rack",
+        "server_type",
     )
 
     def __init__(self, servers: Iterable[Any], gpu_types: Sequence[str] | None = None) -> None:
@@ -299,7 +299,7 @@ class Topology:
         s = int(self.gpu_server[gpu])
         return self.server_names[s], int(gpu - self.gpu_offset[s])
 
-    def to_frame(self):  # noqa: ANN201 - pandas is imported lazily
+    def to_frame(self):
         """One row per server: name, gpu_type, num_gpus, rack, first_gpu."""
         import pandas as pd
 

@@ -8,7 +8,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-__all__ = ["RoundPlan", "MODES", "RULES"]
+__all__ = ["MODES", "RULES", "RoundPlan"]
 
 #: Planning modes: whole gangs for one round, or X applied exactly as fractions.
 MODES = ("rounds", "ideal")

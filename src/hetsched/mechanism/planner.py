@@ -37,7 +37,7 @@ from .plan import MODES, RULES, RoundPlan
 from .priority import priority_order
 from .validation import as_id_array, check_allocation_arrays
 
-__all__ = ["plan_round", "plan_round_arrays", "DEFAULT_ROUND_SECONDS"]
+__all__ = ["DEFAULT_ROUND_SECONDS", "plan_round", "plan_round_arrays"]
 
 log = logging.getLogger(__name__)
 

@@ -57,7 +57,7 @@ from __future__ import annotations
 
 import numpy as np
 
-__all__ = ["priority_order", "TIE_DECIMALS"]
+__all__ = ["TIE_DECIMALS", "priority_order"]
 
 #: Decimals at which priorities and deficits (in rounds) are compared: closer values tie.
 TIE_DECIMALS = 6

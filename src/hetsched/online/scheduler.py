@@ -344,7 +344,7 @@ class OnlineScheduler:
         with self._lock:
             self._store.close()
 
-    def __enter__(self) -> OnlineScheduler:  # noqa: PYI034
+    def __enter__(self) -> OnlineScheduler:
         return self
 
     def __exit__(self, *exc: object) -> None:

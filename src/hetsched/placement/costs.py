@@ -57,7 +57,7 @@ import numpy as np
 from ..errors import ValidationError
 from ..validation import check_nonneg
 
-__all__ = ["PlacementCosts", "integer_costs", "COST_SCALE"]
+__all__ = ["COST_SCALE", "PlacementCosts", "integer_costs"]
 
 log = logging.getLogger(__name__)
 

@@ -47,7 +47,7 @@ import numpy as np
 from .costs import PlacementCosts, integer_costs
 from .request import PlacementRequest
 
-__all__ = ["FlowNetwork", "build_network", "ARC_KINDS"]
+__all__ = ["ARC_KINDS", "FlowNetwork", "build_network"]
 
 log = logging.getLogger(__name__)
 

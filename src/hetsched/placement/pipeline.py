@@ -19,7 +19,7 @@ from .request import PlacementRequest, make_request
 from .result import Placement
 from .solvers import FLOW_SOLVERS, solve_flow
 
-__all__ = ["place", "place_plan", "migrated_jobs"]
+__all__ = ["migrated_jobs", "place", "place_plan"]
 
 log = logging.getLogger(__name__)
 

@@ -35,7 +35,7 @@ from .network import FlowNetwork
 from .request import PlacementRequest
 from .solvers import FlowSolution
 
-__all__ = ["ReadBack", "read_back", "REASONS"]
+__all__ = ["REASONS", "ReadBack", "read_back"]
 
 log = logging.getLogger(__name__)
 

@@ -177,7 +177,7 @@ class Placement:
             **{k: v for k, v in self.info.items() if isinstance(v, (int, float))},
         }
 
-    def to_frame(self):  # noqa: ANN201 - pandas imported lazily
+    def to_frame(self):
         """One row per job: id, gpu_type, num_gpus, placed, reason, servers, gpus, migrated."""
         import pandas as pd
 

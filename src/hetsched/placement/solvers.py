@@ -23,7 +23,7 @@ from ..errors import SolverError
 from ..validation import check_choice
 from .network import FlowNetwork
 
-__all__ = ["FlowSolution", "solve_flow", "FLOW_SOLVERS"]
+__all__ = ["FLOW_SOLVERS", "FlowSolution", "solve_flow"]
 
 log = logging.getLogger(__name__)
 

@@ -84,7 +84,7 @@ from ..validation import (
 )
 from .gittins import ServiceDistribution, gittins_index
 
-__all__ = ["Tiresias", "TiresiasPlan", "TiresiasState", "SERVICES", "ORDERS"]
+__all__ = ["ORDERS", "SERVICES", "Tiresias", "TiresiasPlan", "TiresiasState"]
 
 log = logging.getLogger(__name__)
 

@@ -44,9 +44,9 @@ from .sweep import expand_grid, sweep
 from .trace import Trace, as_trace, generate_workload
 
 __all__ = [
-    "ExperimentConfig",
     "FTF_THRESHOLD",
     "JOB_TABLE_COLUMNS",
+    "ExperimentConfig",
     "PolicyScheduler",
     "RoundRows",
     "RoundScheduler",

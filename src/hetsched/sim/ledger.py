@@ -22,7 +22,7 @@ import pandas as pd
 
 from .rounds import RoundRows
 
-__all__ = ["Ledger", "ROUND_COLUMNS", "RUN_COLUMNS"]
+__all__ = ["ROUND_COLUMNS", "RUN_COLUMNS", "Ledger"]
 
 #: Columns of the round log (besides ``busy_<type>``).
 ROUND_COLUMNS = ("round", "start", "seconds", "n_active", "n_running", "arrived", "completed", "solved", "solve_ok",

@@ -212,7 +212,7 @@ def _label(obj: Any, name: str) -> str:
     defaults = {}
     try:
         defaults = _params(type(obj)())
-    except Exception:  # noqa: BLE001 - a scheduler without defaults
+    except Exception:
         pass
     changed = {k: v for k, v in params.items() if defaults.get(k, object()) != v}
     if not changed:

@@ -21,7 +21,7 @@ from ..inputs.cluster import Cluster
 from ..placement import place
 from .rounds import RoundRows
 
-__all__ = ["RoundPlacer", "PlacedRound"]
+__all__ = ["PlacedRound", "RoundPlacer"]
 
 log = logging.getLogger(__name__)
 

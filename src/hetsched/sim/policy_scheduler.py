@@ -48,7 +48,7 @@ from ..mechanism.plan import MODES, RULES
 from ..validation import check_bool, check_choice, check_nonneg, check_positive, fail
 from .rounds import RoundRows, RoundView
 
-__all__ = ["PolicyScheduler", "PolicyState", "WORKLOAD", "ARRIVALS"]
+__all__ = ["ARRIVALS", "WORKLOAD", "PolicyScheduler", "PolicyState"]
 
 log = logging.getLogger(__name__)
 

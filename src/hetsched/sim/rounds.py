@@ -41,7 +41,7 @@ from ..errors import SchedulerError
 from ..inputs.cluster import Cluster
 from ..inputs.jobs import JobSet
 
-__all__ = ["RoundView", "RoundRows", "RoundScheduler", "check_rows", "NO_SLO"]
+__all__ = ["NO_SLO", "RoundRows", "RoundScheduler", "RoundView", "check_rows"]
 
 #: SLO passed to policies for a job without a deadline (seconds; never binding).
 NO_SLO = 1e12

@@ -47,7 +47,7 @@ from .placing import RoundPlacer
 from .result import SimulationResult
 from .rounds import RoundRows, RoundScheduler, check_rows
 
-__all__ = ["SimulationResult", "simulate", "as_scheduler"]
+__all__ = ["SimulationResult", "as_scheduler", "simulate"]
 
 log = logging.getLogger(__name__)
 

@@ -254,7 +254,7 @@ def sweep(
             for i, r in enumerate(runs):
                 try:
                     results[i] = run_one(r["params"])
-                except Exception as exc:  # noqa: BLE001 - a bug inside the run: report it, keep the others
+                except Exception as exc:
                     results[i] = _failed(i, exc, "raised")
                 done += 1
                 _tick(bar, progress, done, n)
@@ -263,7 +263,7 @@ def sweep(
             for i, r in enumerate(runs):
                 try:
                     futures[executor.submit(run_one, r["params"])] = i
-                except Exception as exc:  # noqa: BLE001 - e.g. a broken or shut-down pool
+                except Exception as exc:
                     results[i] = _failed(i, exc, "could not be submitted to the executor")
                     done += 1
                     _tick(bar, progress, done, n)
@@ -271,7 +271,7 @@ def sweep(
                 i = futures[fut]
                 try:
                     results[i] = fut.result()
-                except Exception as exc:  # noqa: BLE001 - raised in the worker, its death (BrokenProcessPool)...
+                except Exception as exc:
                     results[i] = _failed(i, exc, "failed in the executor")
                 done += 1
                 _tick(bar, progress, done, n)

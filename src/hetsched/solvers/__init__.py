@@ -4,7 +4,7 @@ Each backend registers itself where it is defined (``@register_backend``); the i
 make the built-in ones known. None of them imports its solver package at import time.
 """
 
-from . import clarabel_backend, cvxpy_backend, highs, pulp_backend  # noqa: F401  (register themselves)
+from . import clarabel_backend, cvxpy_backend, highs, pulp_backend
 from .base import STATUSES, SUCCESS_STATUSES, Backend, Capabilities, SolverOutput
 from .registry import (
     available_solvers,
@@ -14,14 +14,14 @@ from .registry import (
     register_backend,
     registered_solvers,
 )
-from .structured import backend as _structured_backend  # noqa: F401  (registers solver="structured")
+from .structured import backend as _structured_backend
 
 __all__ = [
+    "STATUSES",
+    "SUCCESS_STATUSES",
     "Backend",
     "Capabilities",
     "SolverOutput",
-    "STATUSES",
-    "SUCCESS_STATUSES",
     "available_solvers",
     "capabilities",
     "choose_auto",

@@ -14,8 +14,10 @@ import numpy as np
 from ..errors import ValidationError
 from .program import LinearProgram
 
-__all__ = ["Backend", "Capabilities", "SolverOutput", "STATUSES", "SUCCESS_STATUSES", "map_status",
-           "native_status_table", "empty_row_conflict", "decided_without_solver"]
+__all__ = [
+    "STATUSES", "SUCCESS_STATUSES", "Backend", "Capabilities", "SolverOutput", "decided_without_solver",
+    "empty_row_conflict", "map_status", "native_status_table"
+]
 
 #: Every status a result can carry.
 STATUSES = (

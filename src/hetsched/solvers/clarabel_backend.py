@@ -33,7 +33,7 @@ from .base import Backend, Capabilities, SolverOutput, map_status, native_status
 from .program import LinearProgram
 from .registry import register_backend
 
-__all__ = ["ClarabelBackend", "DEFAULT_TOLERANCES"]
+__all__ = ["DEFAULT_TOLERANCES", "ClarabelBackend"]
 
 log = logging.getLogger(__name__)
 
@@ -138,7 +138,7 @@ def conic_form(lp: LinearProgram) -> tuple[sp.csc_array, np.ndarray, int, np.nda
     eye = sp.identity(n, format="csr", dtype=float)
     blocks = [A[i_eq], eye[j_eq], A[i_ub], eye[j_ub], -A[i_lb], -eye[j_lb]]
     rhs = [rlb[i_eq], clb[j_eq], rub[i_ub], cub[j_ub], -rlb[i_lb], -clb[j_lb]]
-    none = lambda j: np.full(j.size, -1, dtype=np.int64)  # noqa: E731
+    none = lambda j: np.full(j.size, -1, dtype=np.int64)
     origin = np.concatenate([i_eq, none(j_eq), i_ub, none(j_ub), i_lb, none(j_lb)]).astype(np.int64)
     orient = np.concatenate([np.ones(i_eq.size + j_eq.size + i_ub.size + j_ub.size), -np.ones(i_lb.size + j_lb.size)])
     n_cone = origin.size

@@ -30,7 +30,7 @@ from .base import Backend, Capabilities, SolverOutput, map_status
 from .program import LinearProgram
 from .registry import register_backend
 
-__all__ = ["CvxpyBackend", "STATUS_TABLE", "TIME_LIMIT_KEYS"]
+__all__ = ["STATUS_TABLE", "TIME_LIMIT_KEYS", "CvxpyBackend"]
 
 log = logging.getLogger(__name__)
 

@@ -51,11 +51,11 @@ from ..formulations.base import Policy, PolicyOutcome, make_policy
 from ..inputs.cluster import Cluster
 from ..inputs.jobs import JobSet
 from ..validation import check_int
-from . import structured as _structured  # noqa: F401  (registers solver="structured" in workers too)
+from . import structured as _structured
 from .base import SUCCESS_STATUSES
 from .context import SolveContext
 
-__all__ = ["Partitioned", "split_jobs", "split_cluster", "default_workers"]
+__all__ = ["Partitioned", "default_workers", "split_cluster", "split_jobs"]
 
 log = logging.getLogger(__name__)
 

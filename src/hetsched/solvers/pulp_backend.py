@@ -30,7 +30,7 @@ from .base import Backend, Capabilities, SolverOutput, map_status
 from .program import LinearProgram
 from .registry import register_backend
 
-__all__ = ["PulpBackend", "STATUS_TABLE", "OPTION_KEYS", "cbc_mip_gap"]
+__all__ = ["OPTION_KEYS", "STATUS_TABLE", "PulpBackend", "cbc_mip_gap"]
 
 log = logging.getLogger(__name__)
 
@@ -175,7 +175,7 @@ class PulpBackend(Backend):
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore", DeprecationWarning)
                 return bool(pulp.PULP_CBC_CMD(msg=False).available())
-        except Exception:  # noqa: BLE001 - a broken install is "not available"
+        except Exception:
             return False
 
     def _prepare(self, lp: LinearProgram, *, time_limit: float | None, options: Mapping[str, Any] | None) -> Any:

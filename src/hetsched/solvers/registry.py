@@ -19,8 +19,17 @@ from ..errors import CapabilityError, UnknownSolverError
 from .base import Backend, Capabilities
 from .program import LinearProgram
 
-__all__ = ["register_backend", "get_backend", "available_solvers", "registered_solvers", "capabilities",
-           "choose_auto", "highs_options", "AUTO_IPM_MIN_VARS", "AUTO_STRUCTURED_MIN_VARS"]
+__all__ = [
+    "AUTO_IPM_MIN_VARS",
+    "AUTO_STRUCTURED_MIN_VARS",
+    "available_solvers",
+    "capabilities",
+    "choose_auto",
+    "get_backend",
+    "highs_options",
+    "register_backend",
+    "registered_solvers",
+]
 
 _REGISTRY: dict[str, type[Backend]] = {}
 

@@ -67,15 +67,15 @@ from ...inputs.cluster import Cluster
 from ...validation import check_int
 
 __all__ = [
-    "ConfigurationSet",
-    "configuration_set",
-    "scaling_factor",
-    "bootstrap_goodput",
-    "impute_type_throughputs",
-    "node_layout",
-    "configurations_from_labels",
     "DEFAULT_GPUS_PER_NODE",
     "DEFAULT_MAX_GPUS",
+    "ConfigurationSet",
+    "bootstrap_goodput",
+    "configuration_set",
+    "configurations_from_labels",
+    "impute_type_throughputs",
+    "node_layout",
+    "scaling_factor",
 ]
 
 log = logging.getLogger(__name__)
@@ -240,7 +240,7 @@ def configuration_set(
         t_idx.append(np.full(int(keep.sum()), k, dtype=np.int64))
         g.append(counts[keep])
         nd.append(nodes[keep])
-    cat = lambda parts: np.concatenate(parts) if parts else np.zeros(0, dtype=np.int64)  # noqa: E731
+    cat = lambda parts: np.concatenate(parts) if parts else np.zeros(0, dtype=np.int64)
     return ConfigurationSet(types, cat(t_idx), cat(g), cat(nd), R)
 
 

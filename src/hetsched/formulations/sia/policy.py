@@ -159,7 +159,7 @@ from .configurations import (
     impute_type_throughputs,
 )
 
-__all__ = ["Sia", "SiaProblem", "LagrangianBound", "lagrangian_bound", "polish"]
+__all__ = ["LagrangianBound", "Sia", "SiaProblem", "lagrangian_bound", "polish"]
 
 log = logging.getLogger(__name__)
 

@@ -7,7 +7,7 @@ so that neither has to import the other.
 
 from __future__ import annotations
 
-__all__ = ["KIND_NAMES", "SINGLE", "UNCONSOLIDATED", "PAIR"]
+__all__ = ["KIND_NAMES", "PAIR", "SINGLE", "UNCONSOLIDATED"]
 
 #: Variable kinds, in the order of ``AllocationSpace.var_kind`` codes.
 KIND_NAMES = ("single", "unconsolidated", "pair")

@@ -63,7 +63,7 @@ from ...errors import ValidationError, show
 from ...inputs.jobs import JobSet
 from ...inputs.throughputs import PairThroughputs, ThroughputCatalogue
 
-__all__ = ["Packing", "PairVariables", "pair_variables", "DEFAULT_PAIR_THRESHOLD"]
+__all__ = ["DEFAULT_PAIR_THRESHOLD", "Packing", "PairVariables", "pair_variables"]
 
 log = logging.getLogger(__name__)
 
@@ -107,7 +107,7 @@ class Packing:
     job's own (relative speed > 1) is allowed.
     """
 
-    __slots__ = ("pairs", "gpu_types", "keys", "threshold", "names_jobs", "aggregate")
+    __slots__ = ("aggregate", "gpu_types", "keys", "names_jobs", "pairs", "threshold")
 
     def __init__(
         self,

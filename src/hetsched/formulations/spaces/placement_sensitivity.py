@@ -67,7 +67,7 @@ from ...inputs.throughputs import ThroughputCatalogue
 from ...validation import check_matrix
 from .kinds import PAIR, SINGLE
 
-__all__ = ["PlacementSensitivity", "unconsolidated_variables", "consolidation_rows", "consolidated_bounds"]
+__all__ = ["PlacementSensitivity", "consolidated_bounds", "consolidation_rows", "unconsolidated_variables"]
 
 log = logging.getLogger(__name__)
 
@@ -90,7 +90,7 @@ class PlacementSensitivity:
         (exact; :func:`~hetsched.formulations.spaces.space.space_classes`).
     """
 
-    __slots__ = ("unconsolidated", "consolidated_gpus", "aggregate")
+    __slots__ = ("aggregate", "consolidated_gpus", "unconsolidated")
 
     def __init__(self, unconsolidated: pd.DataFrame, *, consolidated_gpus: Mapping[str, float] | None = None,
                  aggregate: bool = True) -> None:

@@ -68,14 +68,14 @@ from .placement_sensitivity import (
 )
 
 __all__ = [
-    "AllocationSpace",
-    "SpaceVars",
-    "SpaceProgram",
-    "SpaceOptions",
-    "build_space",
-    "space_classes",
-    "expand_class_outcome",
     "KIND_NAMES",
+    "AllocationSpace",
+    "SpaceOptions",
+    "SpaceProgram",
+    "SpaceVars",
+    "build_space",
+    "expand_class_outcome",
+    "space_classes",
 ]
 
 log = logging.getLogger(__name__)
@@ -395,7 +395,7 @@ def build_space(jobs: JobSet, cluster: Any, *, packing: Any = None, placement_se
         gangs.append(jobs.scale_factors[pv.job_a].astype(float))
         times.append(np.stack([pv.time_a, pv.time_b], axis=1))
         info.update(pv.info)
-    cat = (lambda parts, shape: np.concatenate(parts) if parts else np.zeros(shape))  # noqa: E731
+    cat = (lambda parts, shape: np.concatenate(parts) if parts else np.zeros(shape))
     space = AllocationSpace(
         mask,
         var_type=cat(types, (0,)).astype(np.int64),
