@@ -59,6 +59,7 @@ Three identical jobs on two GPUs each get two thirds of a GPU:
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
@@ -66,10 +67,11 @@ import numpy as np
 from ..errors import ValidationError, show
 from ..inputs.cluster import Cluster
 from ..inputs.jobs import JobSet
+from ..solvers.base import SolverOutput
 from ..solvers.context import SolveContext
 from ..solvers.fallback import accepted_violation
 from ..solvers.registry import choose_auto
-from ..validation import check_bool, check_int, check_real
+from ..validation import check_int, check_real
 from .base import Policy, PolicyOutcome, register_policy
 from .builder import ProgramBuilder
 from .common import STAGE2_RELATIVE_SLACK, add_base_rows, retry_exact
@@ -83,7 +85,6 @@ MARGIN_FACTOR = 4.0
 
 
 @register_policy
-@dataclass(frozen=True, kw_only=True)
 class MaxMinFairnessWaterFilling(Policy):
     """Lexicographic (water-filling) max-min fairness over normalized shares.
 
@@ -109,11 +110,8 @@ class MaxMinFairnessWaterFilling(Policy):
     max_lps: int = 100_000
 
     def __post_init__(self) -> None:
-        parent = getattr(super(), "__post_init__", None)
-        if parent is not None:
-            parent()
+        super().__post_init__()
         check_water_filling_params(self.rise_tol, self.slack_cap, self.max_lps)
-        check_bool(self.heterogeneity_aware, "heterogeneity_aware")
 
     def coefficients(self, jobs: JobSet, cluster: Cluster) -> np.ndarray:
         """Normalized-share coefficients ``a`` (as for max-min fairness)."""
@@ -220,132 +218,204 @@ def water_fill(
     n_groups = int(group_of.max()) + 1 if n else 0
     weight = np.ones(n_groups) if group_weight is None else np.asarray(group_weight, dtype=float)
     model = _LevelModel(a, jobs, cluster, ctx, name, group_of, weight, totals)
-    active = np.ones(n_groups, dtype=bool)
-    group_levels = np.full(n_groups, np.nan)
-    group_margins = np.zeros(n_groups)
-    levels: list[float] = []
-    last = None
-    retries = 0
+    fill = _Fill(model, ctx, weight, (n, m), rise_tol, slack_cap, max_lps, active=np.ones(n_groups, dtype=bool),
+                 group_levels=np.full(n_groups, np.nan), group_margins=np.zeros(n_groups))
+    # every level freezes >= 1 group: the loop is bounded by n_groups whatever the solver does
+    for _ in range(n_groups):
+        if not fill.active.any():
+            break
+        stopped = _fill_level(fill)
+        if stopped is not None:
+            return stopped
+    return _finish(fill)
 
-    def stop(out, status: str, what: str) -> WaterFill:
-        X = model.lp.extract_X(out.x) if out is not None and out.has_solution else np.full((n, m), np.nan)
-        return WaterFill(X, group_levels, status, f"water filling: {what} after {len(levels)} level(s)",
-                         len(levels), model.solves, group_levels - group_margins)
 
-    def out_of_time() -> bool:
-        left = ctx.remaining()
-        return left is not None and left <= 0
+@dataclass(eq=False)
+class _Fill:
+    """Loop state of :func:`water_fill`: the LP model, the parameters, which groups are still
+    active, the level and margin each frozen group got, the levels so far, the last solution
+    (``last``) and how many LPs were retried."""
 
-    def solve_feasible(relax):
+    model: _LevelModel
+    ctx: SolveContext
+    weight: np.ndarray
+    shape: tuple[int, int]
+    rise_tol: float
+    slack_cap: float
+    max_lps: int
+    active: np.ndarray
+    group_levels: np.ndarray
+    group_margins: np.ndarray
+    levels: list[float] = dataclasses.field(default_factory=list)
+    last: SolverOutput | None = None
+    retries: int = 0
+
+    def stop(self, out: SolverOutput | None, status: str, what: str) -> WaterFill:
+        """The result when the fill ends early with ``status``: X of ``out`` (NaN without one)."""
+        model = self.model
+        X = model.lp.extract_X(out.x) if out is not None and out.has_solution else np.full(self.shape, np.nan)
+        return WaterFill(X, self.group_levels, status, f"water filling: {what} after {len(self.levels)} level(s)",
+                         len(self.levels), model.solves, self.group_levels - self.group_margins)
+
+    def out_of_time(self) -> WaterFill | None:
+        """The "time_limit" result (X of the last solution) when no time is left, else None."""
+        left = self.ctx.remaining()
+        if left is not None and left <= 0:
+            return self.stop(self.last, "time_limit", f"time limit of {self.ctx.time_limit}s reached")
+        return None
+
+    def solve_feasible(self, relax: Callable[[float], None]) -> SolverOutput:
         """Solve an LP that is feasible by construction; on failure retry cold, then call
         ``relax(factor)`` to widen its margins and retry (the status reported is the last)."""
-        nonlocal retries
+        model = self.model
         out = model.solve()
         for factor in (None, 100.0, 100.0):
-            if out.success or out.status == "time_limit" or model.solves >= max_lps:
+            if out.success or out.status == "time_limit" or model.solves >= self.max_lps:
                 break
-            retries += 1
+            self.retries += 1
             if factor is not None:
                 relax(factor)
             out = model.solve(cold=True)
         return out
 
-    # every level freezes >= 1 group: the loop is bounded by n_groups whatever the solver does
-    for _ in range(n_groups):
-        if not active.any():
+    def relax_frozen(self, factor: float) -> None:
+        """Widen the margins of the frozen groups ``factor`` times (their rows drop with them)."""
+        frozen = ~self.active & ~np.isnan(self.group_levels)
+        if frozen.any():
+            self.model.freeze(frozen, (self.group_levels[frozen] - factor * self.group_margins[frozen])
+                              * self.weight[frozen])
+        self.group_margins[frozen] *= factor
+
+    def freeze(self, groups: np.ndarray, floors: float | np.ndarray, levels: float | np.ndarray,
+               margins: float | np.ndarray) -> None:
+        """Freeze ``groups`` (boolean mask): their rows keep ``row >= floors * W_g``; record
+        their ``levels`` and ``margins``; they leave the active set."""
+        self.model.freeze(groups, floors * self.weight[groups])
+        self.group_levels[groups] = levels
+        self.group_margins[groups] = margins
+        self.active &= ~groups
+
+
+@dataclass(eq=False)
+class _Level:
+    """A level being settled by slack LPs: ``value`` t*, its ``margin`` (widened when a
+    slack LP is retried) and the groups found ``stuck`` at it."""
+
+    value: float
+    margin: float
+    stuck: np.ndarray | None = None
+
+    @property
+    def floor(self) -> float:
+        """Where the level is re-imposed: its value less the margin."""
+        return self.value - self.margin
+
+
+def _fill_level(fill: _Fill) -> WaterFill | None:
+    """One level: solve the level LP, then freeze either every group whose cap it reaches
+    (:func:`_cap_search`) or the groups the duals and slack LPs find stuck. Updates ``fill``;
+    returns the result when the fill stops here (LP cap, time, a failed LP), else None."""
+    model = fill.model
+    if model.solves >= fill.max_lps:
+        return fill.stop(fill.last, "iteration_limit", f"stopped at {fill.max_lps} LPs")
+    stopped = fill.out_of_time()
+    if stopped is not None:
+        return stopped
+    model.level_mode()
+    out = fill.solve_feasible(fill.relax_frozen)
+    if not out.success:
+        return fill.stop(out if out.has_solution else fill.last, out.status,
+                         f"level LP {len(fill.levels) + 1} ended {out.status!r}")
+    fill.last = out
+    level = float(out.x[model.t])
+    margin = model.margin(out.x, level, fill.active)
+    capped = _cap_search(model, out, level, margin, fill.active, fill.solve_feasible, fill.max_lps)
+    if capped is not None:
+        # the level is some groups' own cap: freeze every group whose cap the level can
+        # reach (at its cap, less the margin), all at once instead of one level each
+        groups, floors, margins, fill.last = capped
+        fill.freeze(groups, floors, model.caps[groups], margins)
+        fill.levels.extend(np.unique(model.caps[groups]).tolist())
+        return None
+    lv = _Level(level, margin)
+    stopped = _slack_lps(fill, out, lv)
+    if stopped is not None:
+        return stopped
+    fill.freeze(lv.stuck, lv.floor, lv.value, lv.margin)
+    fill.levels.append(lv.value)
+    return None
+
+
+def _slack_lps(fill: _Fill, out: SolverOutput, lv: _Level) -> WaterFill | None:
+    """Which active groups are stuck at level ``lv`` (solved as ``out``): those whose level
+    row has a nonzero vertex dual, then those that cannot rise in the slack LPs (see the
+    module docstring); when none is proven stuck, those that rose least. Sets ``lv.stuck``
+    (and widens ``lv.margin`` when a slack LP is retried); returns the result when the fill
+    stops here (time, a failed LP), else None."""
+    model, active = fill.model, fill.active
+    scale = max(abs(lv.value), 1e-12)
+    # a stuck group's slack can reach the margin (t is fixed `margin` below its share):
+    # only a rise clearly above it counts
+    threshold = fill.rise_tol * scale + 2.0 * lv.margin
+    stuck = np.zeros(active.shape[0], dtype=bool)
+    if model.vertex_duals and out.row_dual is not None:
+        stuck = active & (np.abs(out.row_dual[model.level_rows]) > 1e-9)
+    undecided = active & ~stuck
+    rose_by = np.full(active.shape[0], np.inf)
+    # small caps: if the undecided groups that can rise can all rise together by `cap`,
+    # maximizing the capped sum raises every one of them, so one LP usually settles
+    # all of them (a convex combination of single-group raises raises all at once)
+    cap = max(fill.slack_cap * scale, 10.0 * threshold)
+
+    def relax_t(factor: float) -> None:
+        lv.margin *= factor
+        model.slack_mode(undecided, cap, lv.floor)
+
+    for _ in range(int(undecided.sum())):  # each slack LP settles >= 1 group or ends
+        if not undecided.any():
             break
-        if model.solves >= max_lps:
-            return stop(last, "iteration_limit", f"stopped at {max_lps} LPs")
-        if out_of_time():
-            return stop(last, "time_limit", f"time limit of {ctx.time_limit}s reached")
-        model.level_mode()
-
-        def relax_frozen(factor: float) -> None:
-            frozen = ~active & ~np.isnan(group_levels)
-            if frozen.any():
-                model.freeze(frozen, (group_levels[frozen] - factor * group_margins[frozen]) * weight[frozen])
-            group_margins[frozen] *= factor
-
-        out = solve_feasible(relax_frozen)
+        stopped = fill.out_of_time()
+        if stopped is not None:
+            return stopped
+        model.slack_mode(undecided, cap, lv.floor)
+        out = fill.solve_feasible(relax_t)
         if not out.success:
-            return stop(out if out.has_solution else last, out.status,
-                        f"level LP {len(levels) + 1} ended {out.status!r}")
-        last = out
-        level = float(out.x[model.t])
-        margin = model.margin(out.x, level, active)
-        capped = _cap_search(model, out, level, margin, active, solve_feasible, max_lps)
-        if capped is not None:
-            # the level is some groups' own cap: freeze every group whose cap the level can
-            # reach (at its cap, less the margin), all at once instead of one level each
-            groups, floors, margins, out = capped
-            last = out
-            model.freeze(groups, floors * weight[groups])
-            group_levels[groups] = model.caps[groups]
-            group_margins[groups] = margins
-            active &= ~groups
-            levels.extend(np.unique(model.caps[groups]).tolist())
-            continue
-        floor = level - margin
-        scale = max(abs(level), 1e-12)
-        # a stuck group's slack can reach the margin (t is fixed `margin` below its share):
-        # only a rise clearly above it counts
-        threshold = rise_tol * scale + 2.0 * margin
-        stuck = np.zeros(n_groups, dtype=bool)
-        if model.vertex_duals and out.row_dual is not None:
-            stuck = active & (np.abs(out.row_dual[model.level_rows]) > 1e-9)
-        undecided = active & ~stuck
-        rose_by = np.full(n_groups, np.inf)
-        # small caps: if the undecided groups that can rise can all rise together by `cap`,
-        # maximizing the capped sum raises every one of them, so one LP usually settles
-        # all of them (a convex combination of single-group raises raises all at once)
-        cap = max(slack_cap * scale, 10.0 * threshold)
-        for _ in range(int(undecided.sum())):  # each slack LP settles >= 1 group or ends
-            if not undecided.any():
-                break
-            if out_of_time():
-                return stop(last, "time_limit", f"time limit of {ctx.time_limit}s reached")
-            model.slack_mode(undecided, cap, floor)
+            return fill.stop(out if out.has_solution else fill.last, out.status,
+                             f"slack LP at level {len(fill.levels) + 1} ended {out.status!r}")
+        fill.last = out
+        sigma = out.x[model.s_cols]
+        rose = undecided & (sigma > threshold)
+        if not rose.any():
+            stuck |= undecided
+            break
+        rose_by[rose] = sigma[rose]
+        undecided &= ~rose
+    if not stuck.any():
+        # t* was optimal, so not every group can rise: the solver was inexact. Freeze
+        # the group(s) that rose least, which bounds the number of levels.
+        lowest = rose_by[active].min()
+        stuck = active & (rose_by <= lowest)
+    lv.stuck = stuck
+    return None
 
-            def relax_t(factor: float) -> None:
-                nonlocal floor, margin
-                margin *= factor
-                floor = level - margin
-                model.slack_mode(undecided, cap, floor)
 
-            out = solve_feasible(relax_t)
-            if not out.success:
-                return stop(out if out.has_solution else last, out.status,
-                            f"slack LP at level {len(levels) + 1} ended {out.status!r}")
-            last = out
-            sigma = out.x[model.s_cols]
-            rose = undecided & (sigma > threshold)
-            if not rose.any():
-                stuck |= undecided
-                break
-            rose_by[rose] = sigma[rose]
-            undecided &= ~rose
-        if not stuck.any():
-            # t* was optimal, so not every group can rise: the solver was inexact. Freeze
-            # the group(s) that rose least, which bounds the number of levels.
-            lowest = rose_by[active].min()
-            stuck = active & (rose_by <= lowest)
-        model.freeze(stuck, floor * weight[stuck])
-        group_levels[stuck] = level
-        group_margins[stuck] = margin
-        active &= ~stuck
-        levels.append(level)
-    if active.any():  # unreachable: every level freezes a group
-        return stop(last, "iteration_limit", f"{int(active.sum())} group(s) left after {n_groups} levels")
-    if last is None:  # no groups
-        return WaterFill(np.zeros((n, m)), group_levels, "optimal", "water filling: nothing to fill", 0, 0,
+def _finish(fill: _Fill) -> WaterFill:
+    """The result once the level loop ended: every group frozen ("optimal", X of the last
+    solution; zeros when there were no groups), else "iteration_limit"."""
+    model, group_levels = fill.model, fill.group_levels
+    if fill.active.any():  # unreachable: every level freezes a group
+        return fill.stop(fill.last, "iteration_limit",
+                         f"{int(fill.active.sum())} group(s) left after {fill.active.shape[0]} levels")
+    if fill.last is None:  # no groups
+        return WaterFill(np.zeros(fill.shape), group_levels, "optimal", "water filling: nothing to fill", 0, 0,
                          group_levels)
-    note = f", {retries} retried" if retries else ""
-    return WaterFill(model.lp.extract_X(last.x), group_levels, "optimal",
-                     f"water filling: {len(levels)} level(s), {model.solves} LP solve(s) ({model.mode}{note})",
-                     len(levels), model.solves, group_levels - group_margins)
+    note = f", {fill.retries} retried" if fill.retries else ""
+    return WaterFill(model.lp.extract_X(fill.last.x), group_levels, "optimal",
+                     f"water filling: {len(fill.levels)} level(s), {model.solves} LP solve(s) ({model.mode}{note})",
+                     len(fill.levels), model.solves, group_levels - fill.group_margins)
 
 
-def _cap_search(model: "_LevelModel", out, level: float, margin: float, active: np.ndarray, solve_feasible,
+def _cap_search(model: _LevelModel, out, level: float, margin: float, active: np.ndarray, solve_feasible,
                 max_lps: int):
     r"""Groups frozen at their own caps when the level LP stopped at the lowest active cap.
 
@@ -423,7 +493,7 @@ def _gallop_step(hint: int | None, n_caps: int) -> int:
     return max(1, hint) if hint is not None and hint < n_caps / 8 else 0
 
 
-def _binding_cap_guess(model: "_LevelModel", probe, active: np.ndarray, c: float, t: float,
+def _binding_cap_guess(model: _LevelModel, probe, active: np.ndarray, c: float, t: float,
                        vals: np.ndarray) -> int | None:
     """After an unreachable probe at c, a guess at the index of the largest reachable cap:
     below the smallest cap among the capped groups whose level rows bind (positive dual:

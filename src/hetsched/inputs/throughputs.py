@@ -45,13 +45,13 @@ from ..validation import (
 
 __all__ = [
     "DEFAULT_SPEEDUPS",
+    "GAVEL_THROUGHPUTS_ENV",
     "UNCONSOLIDATED_SUFFIX",
     "PairThroughputs",
     "ThroughputCatalogue",
-    "GAVEL_THROUGHPUTS_ENV",
-    "generate_catalogue",
     "gavel_throughputs",
     "gavel_throughputs_path",
+    "generate_catalogue",
     "load_gavel_throughputs",
 ]
 
@@ -95,7 +95,7 @@ class PairThroughputs:
     [0, -1]
     """
 
-    __slots__ = ("index", "throughputs", "unconsolidated", "_codes")
+    __slots__ = ("_codes", "index", "throughputs", "unconsolidated")
 
     def __init__(self, index: Any, throughputs: Any, unconsolidated: Any = None) -> None:
         idx = np.asarray(index)
@@ -244,7 +244,7 @@ class ThroughputCatalogue:
     [2.0, 3.5, 1.0]
     """
 
-    __slots__ = ("job_types", "scale_factors", "gpu_types", "throughputs", "unconsolidated", "pairs", "_index")
+    __slots__ = ("_index", "gpu_types", "job_types", "pairs", "scale_factors", "throughputs", "unconsolidated")
 
     def __init__(
         self,
@@ -603,7 +603,34 @@ def gavel_throughputs(path: str | Path | None = None, *, strict: bool = False) -
 
 
 def _catalogue_from_gavel_dict(raw: Any, *, source: str, strict: bool) -> ThroughputCatalogue:
+    """The catalogue of Gavel's table ``raw`` (the parsed JSON; see :func:`load_gavel_throughputs`)
+    read from ``source``: check the GPU types, collect the rows, read each type's column and
+    pair entries, assemble the pairs."""
     where0 = f"`path` {source!r}"
+    all_types, base_types, uncons = _gavel_gpu_types(raw, where0)
+    reader = _GavelReader(raw, where0, strict)
+    reader.collect_rows(all_types)
+    T, U, pair_cols = _gavel_tables(reader, base_types, uncons)
+    row_keys = reader.row_keys
+    n, m = len(row_keys), len(base_types)
+    pairs = _assemble_pairs(pair_cols, m, has_uncons=U is not None, where0=where0, row_keys=row_keys, strict=strict)
+    log.info(
+        "loaded %d rows x %d GPU types (%s) from %s; unconsolidated=%s; %d pairs",
+        n, m, base_types, source, U is not None, 0 if pairs is None else len(pairs),
+    )
+    return ThroughputCatalogue(
+        [k[0] for k in row_keys],
+        [k[1] for k in row_keys],
+        base_types,
+        T,
+        unconsolidated=U,
+        pairs=pairs,
+    )
+
+
+def _gavel_gpu_types(raw: Any, where0: str) -> tuple[list[str], list[str], dict[str, str]]:
+    """Check the top level of Gavel's table ``raw`` (GPU type -> object of rows); returns every
+    type name, the consolidated ones and ``{base: base + "_unconsolidated"}``."""
     if not isinstance(raw, dict) or not raw:
         raise ValidationError(f"{where0} must hold a non-empty JSON object of GPU type -> table; got {type(raw).__name__}.")
     for gpu, table in raw.items():
@@ -620,11 +647,27 @@ def _catalogue_from_gavel_dict(raw: Any, *, source: str, strict: bool) -> Throug
             )
     if not base_types:
         raise ValidationError(f"{where0} must name at least one consolidated GPU type; got {all_types}.")
+    return all_types, base_types, uncons
 
-    cache: dict[str, tuple[str, int]] = {}
 
-    def parse(key: str, gpu: str) -> tuple[str, int]:
-        hit = cache.get(key)
+#: One pair entry of a Gavel table: (row, other row, throughput of row, throughput of other).
+_PairEntry = tuple[int, int, float, float]
+
+
+class _GavelReader:
+    """Reads the tables of Gavel's ``raw`` dict (checked by :func:`_gavel_gpu_types`): parses
+    keys (cached), checks numbers, and once :meth:`collect_rows` has run, reads one GPU type's
+    column of isolated throughputs and its pair entries. Errors name ``where0`` (the file)."""
+
+    def __init__(self, raw: dict[str, Any], where0: str, strict: bool) -> None:
+        self.raw, self.where0, self.strict = raw, where0, strict
+        self._cache: dict[str, tuple[str, int]] = {}
+        self.row_keys: list[tuple[str, int]] = []
+        self.row_of: dict[tuple[str, int], int] = {}
+
+    def parse(self, key: str, gpu: str) -> tuple[str, int]:
+        """``(job_type, scale_factor)`` of ``key``, a tuple literal found under type ``gpu``."""
+        hit = self._cache.get(key)
         if hit is not None:
             return hit
         try:
@@ -641,41 +684,43 @@ def _catalogue_from_gavel_dict(raw: Any, *, source: str, strict: bool) -> Throug
             and val[1] >= 1
         ):
             raise ValidationError(
-                f"{where0}: GPU type {gpu!r} has key {key!r}; keys must be tuple literals "
+                f"{self.where0}: GPU type {gpu!r} has key {key!r}; keys must be tuple literals "
                 f"\"('job type', scale_factor)\" with a positive integer scale factor."
             )
-        cache[key] = val
+        self._cache[key] = val
         return val
 
-    # Pass 1: the rows (union over every type, consolidated and not).
-    keys: set[tuple[str, int]] = set()
-    for gpu in all_types:
-        for key in raw[gpu]:
-            keys.add(parse(key, gpu))
-    row_keys = sorted(keys)
-    row_of = {k: i for i, k in enumerate(row_keys)}
-    n, m = len(row_keys), len(base_types)
-    col_of = {t: k for k, t in enumerate(base_types)}
-
-    def number(value: Any, gpu: str, key: str, what: str) -> float:
+    def number(self, value: Any, gpu: str, key: str, what: str) -> float:
+        """``value`` as a finite non-negative float (``what``: what it is, for the error)."""
         if isinstance(value, bool) or not isinstance(value, (int, float)):
             raise ValidationError(
-                f"{where0}: GPU type {gpu!r}, key {key!r}: {what} must be a finite non-negative "
+                f"{self.where0}: GPU type {gpu!r}, key {key!r}: {what} must be a finite non-negative "
                 f"number; got {value!r:.80}."
             )
         v = float(value)
         if not math.isfinite(v) or v < 0:
             raise ValidationError(
-                f"{where0}: GPU type {gpu!r}, key {key!r}: {what} must be finite and non-negative; got {v!r}."
+                f"{self.where0}: GPU type {gpu!r}, key {key!r}: {what} must be finite and non-negative; got {v!r}."
             )
         return v
 
-    def read_type(gpu: str) -> tuple[np.ndarray, np.ndarray, list[tuple[int, int, float, float]]]:
-        table = np.zeros(n)
-        present = np.zeros(n, dtype=bool)
-        entries: list[tuple[int, int, float, float]] = []
-        for key, cell in raw[gpu].items():
-            r = row_of[parse(key, gpu)]
+    def collect_rows(self, all_types: list[str]) -> None:
+        """Pass 1: the rows, the sorted union of the keys over every type (consolidated and not)."""
+        keys: set[tuple[str, int]] = set()
+        for gpu in all_types:
+            for key in self.raw[gpu]:
+                keys.add(self.parse(key, gpu))
+        self.row_keys = sorted(keys)
+        self.row_of = {k: i for i, k in enumerate(self.row_keys)}
+
+    def read_type(self, gpu: str) -> tuple[np.ndarray, list[_PairEntry]]:
+        """Type ``gpu``'s isolated throughput per row (0 where it lacks the row) and its pair entries."""
+        where0, row_of = self.where0, self.row_of
+        table = np.zeros(len(self.row_keys))
+        present = np.zeros(len(self.row_keys), dtype=bool)
+        entries: list[_PairEntry] = []
+        for key, cell in self.raw[gpu].items():
+            r = row_of[self.parse(key, gpu)]
             if not isinstance(cell, dict):
                 raise ValidationError(
                     f"{where0}: GPU type {gpu!r}, key {key!r} must map to an object with a \"null\" "
@@ -685,75 +730,80 @@ def _catalogue_from_gavel_dict(raw: Any, *, source: str, strict: bool) -> Throug
                 raise ValidationError(
                     f"{where0}: GPU type {gpu!r}, key {key!r} must have an isolated throughput under \"null\"."
                 )
-            table[r] = number(cell["null"], gpu, key, "the isolated throughput (\"null\")")
+            table[r] = self.number(cell["null"], gpu, key, "the isolated throughput (\"null\")")
             present[r] = True
-            for other, val in cell.items():
-                if other == "null":
-                    continue
-                okey = parse(other, gpu)
-                if okey not in row_of:
-                    raise ValidationError(
-                        f"{where0}: GPU type {gpu!r}, key {key!r}: pair key {other!r} must name a row "
-                        f"that has an isolated throughput on some GPU type; it has none."
-                    )
-                if not isinstance(val, (list, tuple)) or len(val) != 2:
-                    raise ValidationError(
-                        f"{where0}: GPU type {gpu!r}, key {key!r}, pair {other!r} must be a list "
-                        f"[thr_self, thr_other]; got {val!r:.80}."
-                    )
-                a = number(val[0], gpu, key, f"pair {other} throughput of self")
-                b = number(val[1], gpu, key, f"pair {other} throughput of other")
-                entries.append((r, row_of[okey], a, b))
+            self._read_pairs(gpu, key, r, cell, entries)
+        self._report_missing(gpu, present)
+        return table, entries
+
+    def _read_pairs(self, gpu: str, key: str, r: int, cell: dict[str, Any], entries: list[_PairEntry]) -> None:
+        """Append to ``entries`` the pair entries of row ``r`` (``cell``, under ``key`` of ``gpu``)."""
+        where0 = self.where0
+        for other, val in cell.items():
+            if other == "null":
+                continue
+            okey = self.parse(other, gpu)
+            if okey not in self.row_of:
+                raise ValidationError(
+                    f"{where0}: GPU type {gpu!r}, key {key!r}: pair key {other!r} must name a row "
+                    f"that has an isolated throughput on some GPU type; it has none."
+                )
+            if not isinstance(val, (list, tuple)) or len(val) != 2:
+                raise ValidationError(
+                    f"{where0}: GPU type {gpu!r}, key {key!r}, pair {other!r} must be a list "
+                    f"[thr_self, thr_other]; got {val!r:.80}."
+                )
+            a = self.number(val[0], gpu, key, f"pair {other} throughput of self")
+            b = self.number(val[1], gpu, key, f"pair {other} throughput of other")
+            entries.append((r, self.row_of[okey], a, b))
+
+    def _report_missing(self, gpu: str, present: np.ndarray) -> None:
+        """Log (or, when strict, raise) that type ``gpu`` lacks rows (those not ``present``)."""
         missing = np.flatnonzero(~present)
         if missing.size:
-            names = [row_keys[i] for i in missing[:3]]
+            names = [self.row_keys[i] for i in missing[:3]]
             msg = (
-                f"{where0}: GPU type {gpu!r} lacks {missing.size} row(s) other types have "
+                f"{self.where0}: GPU type {gpu!r} lacks {missing.size} row(s) other types have "
                 f"(e.g. {names})"
             )
-            if strict:
+            if self.strict:
                 raise ValidationError(msg + "; `strict=True` requires every row on every GPU type.")
             log.info("%s; their throughput there is set to 0.", msg)
-        return table, present, entries
 
+
+def _gavel_tables(
+    reader: _GavelReader, base_types: list[str], uncons: dict[str, str]
+) -> tuple[np.ndarray, np.ndarray | None, list[tuple[int, bool, list[_PairEntry]]]]:
+    """Read every type: the consolidated table T, the unconsolidated U (None when no type has
+    one; a type without one copies its T column) and, per table, ``(column, unconsolidated,
+    pair entries)``."""
+    n, m = len(reader.row_keys), len(base_types)
+    col_of = {t: k for k, t in enumerate(base_types)}
     T = np.zeros((n, m))
     U = np.zeros((n, m)) if uncons else None
-    pair_cols: list[tuple[int, bool, list[tuple[int, int, float, float]]]] = []
+    pair_cols: list[tuple[int, bool, list[_PairEntry]]] = []
     for gpu in base_types:
-        col, _, entries = read_type(gpu)
+        col, entries = reader.read_type(gpu)
         T[:, col_of[gpu]] = col
         pair_cols.append((col_of[gpu], False, entries))
     if U is not None:
         for gpu in base_types:
             k = col_of[gpu]
             if gpu in uncons:
-                col, _, entries = read_type(uncons[gpu])
+                col, entries = reader.read_type(uncons[gpu])
                 U[:, k] = col
                 pair_cols.append((k, True, entries))
             else:
-                msg = f"{where0}: GPU type {gpu!r} has no {gpu + UNCONSOLIDATED_SUFFIX!r} table"
-                if strict:
+                msg = f"{reader.where0}: GPU type {gpu!r} has no {gpu + UNCONSOLIDATED_SUFFIX!r} table"
+                if reader.strict:
                     raise ValidationError(msg + "; `strict=True` requires one for every type when any has one.")
                 log.info("%s; its unconsolidated throughputs copy the consolidated ones.", msg)
                 U[:, k] = T[:, k]
-
-    pairs = _assemble_pairs(pair_cols, m, has_uncons=U is not None, where0=where0, row_keys=row_keys, strict=strict)
-    log.info(
-        "loaded %d rows x %d GPU types (%s) from %s; unconsolidated=%s; %d pairs",
-        n, m, base_types, source, U is not None, 0 if pairs is None else len(pairs),
-    )
-    return ThroughputCatalogue(
-        [k[0] for k in row_keys],
-        [k[1] for k in row_keys],
-        base_types,
-        T,
-        unconsolidated=U,
-        pairs=pairs,
-    )
+    return T, U, pair_cols
 
 
 def _assemble_pairs(
-    pair_cols: list[tuple[int, bool, list[tuple[int, int, float, float]]]],
+    pair_cols: list[tuple[int, bool, list[_PairEntry]]],
     m: int,
     *,
     has_uncons: bool,
@@ -918,6 +968,36 @@ def generate_catalogue(
     speedups = _speedup_table(gpu_types)
     types = tuple(speedups)
     mu = np.array([speedups[t] for t in types])
+    sfs = _check_scale_factors(scale_factors)
+    s_sigma = check_nonneg(speedup_sigma, "speedup_sigma")
+    e_sigma = check_nonneg(noise_sigma, "noise_sigma")
+    b_range = check_interval(base_throughput_range, "base_throughput_range", low=0.0, low_open=True)
+    eff_range = check_interval(scaling_efficiency_range, "scaling_efficiency_range", low=0.0, high=1.0, low_open=True)
+    d_range = check_interval(unconsolidated_slowdown_range, "unconsolidated_slowdown_range", low=1.0)
+    check_bool(pairs, "pairs")
+    p_inf = check_probability(pair_infeasible_prob, "pair_infeasible_prob")
+    c_range = check_interval(pair_combined_range, "pair_combined_range", low=0.0, low_open=True)
+    u_range = check_interval(pair_share_range, "pair_share_range", low=0.0, high=1.0, low_open=True)
+    rng = as_rng(seed)
+
+    m_types = len(types)
+    n_sf = len(sfs)
+    T, U = _draw_tables(rng, n_models, mu, sfs, s_sigma, e_sigma, b_range, eff_range, d_range)
+    width = max(2, len(str(n_models - 1)))
+    names = [f"model-{i:0{width}d}" for i in range(n_models)]
+    job_types = np.repeat(np.array(names, dtype=object), n_sf)
+    row_sf = np.tile(sfs, n_models)
+    T2 = T.reshape(n_models * n_sf, m_types)
+    U2 = U.reshape(n_models * n_sf, m_types)
+    pair_table = _draw_pairs(rng, T2, U2, n_models, n_sf, p_inf, c_range, u_range) if pairs else None
+
+    cat = ThroughputCatalogue(job_types, row_sf, types, T2, unconsolidated=U2, pairs=pair_table)
+    log.debug("generated %r", cat)
+    return cat
+
+
+def _check_scale_factors(scale_factors: Any) -> np.ndarray:
+    """``scale_factors`` checked (distinct positive integers, at least one) and sorted, as int64."""
     if isinstance(scale_factors, (str, bytes)) or not isinstance(scale_factors, (Sequence, np.ndarray)):
         raise ValidationError(f"`scale_factors` must be a sequence of positive integers; got {scale_factors!r}.")
     sfs_list = list(scale_factors)
@@ -927,20 +1007,25 @@ def generate_catalogue(
         raise ValidationError(
             f"`scale_factors` must be distinct positive integers (at least one); got {scale_factors!r}."
         )
-    sfs = np.array(sorted(int(s) for s in sfs_list), dtype=np.int64)
-    s_sigma = check_nonneg(speedup_sigma, "speedup_sigma")
-    e_sigma = check_nonneg(noise_sigma, "noise_sigma")
-    b_lo, b_hi = check_interval(base_throughput_range, "base_throughput_range", low=0.0, low_open=True)
-    eff_lo, eff_hi = check_interval(scaling_efficiency_range, "scaling_efficiency_range", low=0.0, high=1.0, low_open=True)
-    d_lo, d_hi = check_interval(unconsolidated_slowdown_range, "unconsolidated_slowdown_range", low=1.0)
-    check_bool(pairs, "pairs")
-    p_inf = check_probability(pair_infeasible_prob, "pair_infeasible_prob")
-    c_lo, c_hi = check_interval(pair_combined_range, "pair_combined_range", low=0.0, low_open=True)
-    u_lo, u_hi = check_interval(pair_share_range, "pair_share_range", low=0.0, high=1.0, low_open=True)
-    rng = as_rng(seed)
+    return np.array(sorted(int(s) for s in sfs_list), dtype=np.int64)
 
-    m_types = len(types)
-    n_sf = len(sfs)
+
+def _draw_tables(
+    rng: np.random.Generator,
+    n_models: int,
+    mu: np.ndarray,
+    sfs: np.ndarray,
+    s_sigma: float,
+    e_sigma: float,
+    b_range: tuple[float, float],
+    eff_range: tuple[float, float],
+    d_range: tuple[float, float],
+) -> tuple[np.ndarray, np.ndarray]:
+    """Draw the consolidated and unconsolidated throughputs of :func:`generate_catalogue`
+    (its model, with median speedups ``mu`` and scale factors ``sfs``); returns both as
+    (models, scale factors, types) arrays."""
+    m_types, n_sf = mu.shape[0], len(sfs)
+    (b_lo, b_hi), (eff_lo, eff_hi), (d_lo, d_hi) = b_range, eff_range, d_range
     # Draw order is part of the reproducibility contract: base, alpha, eps, eff, D, pairs.
     base = np.exp(rng.uniform(np.log(b_lo), np.log(b_hi), size=n_models))
     alpha = rng.normal(0.0, s_sigma, size=n_models) if s_sigma > 0 else np.zeros(n_models)
@@ -957,34 +1042,36 @@ def generate_catalogue(
     w = (lmu - lmu.min()) / span if span > 0 else np.ones(m_types)
     divisor = 1.0 + (D - 1.0) * w[None, None, :]
     divisor[:, sfs == 1, :] = 1.0
-    U = T / divisor
+    return T, T / divisor
 
-    width = max(2, len(str(n_models - 1)))
-    names = [f"model-{i:0{width}d}" for i in range(n_models)]
-    job_types = np.repeat(np.array(names, dtype=object), n_sf)
-    row_sf = np.tile(sfs, n_models)
-    T2 = T.reshape(n_models * n_sf, m_types)
-    U2 = U.reshape(n_models * n_sf, m_types)
 
-    pair_table = None
-    if pairs:
-        iu, ju = np.triu_indices(n_models)
-        idx = []
-        for q in range(n_sf):
-            idx.append(np.stack([iu * n_sf + q, ju * n_sf + q], axis=1))
-        index = np.concatenate(idx).astype(np.int64)
-        P = index.shape[0]
-        feasible = rng.random((P, m_types)) >= p_inf
-        c = rng.uniform(c_lo, c_hi, size=(P, m_types))
-        u = rng.uniform(u_lo, u_hi, size=(P, m_types))
-        u[index[:, 0] == index[:, 1]] = 0.5
-        ti, tj = T2[index[:, 0]], T2[index[:, 1]]
-        thr = np.stack([c * u * ti, c * (1.0 - u) * tj], axis=2) * feasible[:, :, None]
-        ratio_i = U2[index[:, 0]] / ti
-        ratio_j = U2[index[:, 1]] / tj
-        unc = thr * np.stack([ratio_i, ratio_j], axis=2)
-        pair_table = PairThroughputs(index, thr, unc)
-
-    cat = ThroughputCatalogue(job_types, row_sf, types, T2, unconsolidated=U2, pairs=pair_table)
-    log.debug("generated %r", cat)
-    return cat
+def _draw_pairs(
+    rng: np.random.Generator,
+    T2: np.ndarray,
+    U2: np.ndarray,
+    n_models: int,
+    n_sf: int,
+    p_inf: float,
+    c_range: tuple[float, float],
+    u_range: tuple[float, float],
+) -> PairThroughputs:
+    """Draw :func:`generate_catalogue`'s pair throughputs over the rows' tables ``T2``/``U2``
+    (rows model-major, ``n_sf`` per model): every unordered pair of rows with the same scale
+    factor, after the tables' draws."""
+    m_types = T2.shape[1]
+    iu, ju = np.triu_indices(n_models)
+    idx = []
+    for q in range(n_sf):
+        idx.append(np.stack([iu * n_sf + q, ju * n_sf + q], axis=1))
+    index = np.concatenate(idx).astype(np.int64)
+    P = index.shape[0]
+    feasible = rng.random((P, m_types)) >= p_inf
+    c = rng.uniform(c_range[0], c_range[1], size=(P, m_types))
+    u = rng.uniform(u_range[0], u_range[1], size=(P, m_types))
+    u[index[:, 0] == index[:, 1]] = 0.5
+    ti, tj = T2[index[:, 0]], T2[index[:, 1]]
+    thr = np.stack([c * u * ti, c * (1.0 - u) * tj], axis=2) * feasible[:, :, None]
+    ratio_i = U2[index[:, 0]] / ti
+    ratio_j = U2[index[:, 1]] / tj
+    unc = thr * np.stack([ratio_i, ratio_j], axis=2)
+    return PairThroughputs(index, thr, unc)

@@ -69,7 +69,7 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["Certificate", "certify", "DEFAULT_TOL", "FAILED_STATUS"]
+__all__ = ["DEFAULT_TOL", "FAILED_STATUS", "Certificate", "certify"]
 
 #: Default tolerance: absolute for X entries and row sums, relative (to ``max(1, C)``) for
 #: capacities, relative for objectives (that of ``tests/checker.py``).
@@ -278,35 +278,66 @@ def certify(policy: str, params: Mapping[str, Any], X: np.ndarray, jobs: Any, cl
     bounds = {k: extra[k] for k in _BOUND_KEYS if k in extra and extra[k] is not None}
     n, m = jobs.n_jobs, jobs.n_types
     X = np.asarray(X, dtype=float)
-    if n == 0:
-        return Certificate(ok=True, objective_reported=float(objective), objective_check="no solution",
-                           bounds=bounds, tol=tol, message="no jobs: nothing to check",
-                           seconds=time.perf_counter() - t0)
-    if X.shape != (n, m):
-        return Certificate(ok=False, violations={"shape": float("inf")}, objective_reported=float(objective),
-                           bounds=bounds, tol=tol, message=f"X has shape {X.shape}, expected {(n, m)}",
-                           seconds=time.perf_counter() - t0)
-    if X.size and np.isnan(X.flat[0]) and np.isnan(X).all():
-        return Certificate(ok=True, objective_reported=float(objective), objective_check="no solution",
-                           bounds=bounds, tol=tol, message=f"no solution to check (status {status!r})",
-                           seconds=time.perf_counter() - t0)
+    early = _nothing_to_check(X, n, m, status, objective, bounds, tol, t0)
+    if early is not None:
+        return early
     T = jobs.throughputs
     s = jobs.scale_factors.astype(float)
     C = cluster.capacities(jobs.gpu_types).astype(float)
     space = "allocation_rows" in extra
-    is_sia = policy == "sia" and "configurations" in extra
     wall = np.asarray(extra["time"], dtype=float) if space and "time" in extra else X
     row_sums, xmin, used, leak, thr = _scan(X, T, s, wall)
     if not (np.isfinite(row_sums).all() and np.isfinite(thr).all() and np.isfinite(xmin)) and not np.isfinite(X).all():
-        return Certificate(ok=False, violations={"finite": 1.0}, objective_reported=float(objective),
-                           bounds=bounds, tol=tol, message="X holds NaN or inf entries next to numbers",
-                           seconds=time.perf_counter() - t0)
+        return _stamped(t0, ok=False, violations={"finite": 1.0}, objective_reported=float(objective),
+                        bounds=bounds, tol=tol, message="X holds NaN or inf entries next to numbers")
     v: dict[str, float] = {"finite": 0.0}
     v["nonnegative"] = max(0.0, -xmin)
     v["rows"] = max(0.0, float(row_sums.max()) - 1.0)
+    v["unusable"], used = _unusable_and_used(policy, extra, X, jobs, s, C, used, leak)
+    v["capacity"] = _rel_excess(used, C)
+    if policy not in NO_HOST_RESOURCES:
+        v.update(_host_resources(X, jobs, cluster, s, wall))
+    slo = _slo_shortfall(policy, params, jobs, T, thr)
+    if slo is not None:
+        v["slo"] = slo
+    if policy in ("isolated", "proportional"):
+        v["closed_form"] = _closed_form_gap(policy, X, T, s, C)
+    reported = float(objective)
+    recomputed, check, problems = _objective_check(policy, params, X, thr, jobs, cluster, C, reported, status, tol)
+    bound = _bound_violation(policy, bounds, recomputed)
+    if bound is not None:
+        v["bound"] = bound
+    return _verdict(v, problems, check, reported, recomputed, bounds, tol, t0)
 
-    # capacity
-    if is_sia:
+
+def _stamped(t0: float, **fields: Any) -> Certificate:
+    """A :class:`Certificate` of ``fields`` whose ``seconds`` run from ``t0`` to now."""
+    return Certificate(**fields, seconds=time.perf_counter() - t0)
+
+
+def _nothing_to_check(X: np.ndarray, n: int, m: int, status: str, objective: float, bounds: dict[str, Any],
+                      tol: float, t0: float) -> Certificate | None:
+    """The certificate of an ``X`` that cannot be checked entry by entry (no jobs, a wrong
+    shape, or all NaN: no solution), else None."""
+    if n == 0:
+        return _stamped(t0, ok=True, objective_reported=float(objective), objective_check="no solution",
+                        bounds=bounds, tol=tol, message="no jobs: nothing to check")
+    if X.shape != (n, m):
+        return _stamped(t0, ok=False, violations={"shape": float("inf")}, objective_reported=float(objective),
+                        bounds=bounds, tol=tol, message=f"X has shape {X.shape}, expected {(n, m)}")
+    if X.size and np.isnan(X.flat[0]) and np.isnan(X).all():
+        return _stamped(t0, ok=True, objective_reported=float(objective), objective_check="no solution",
+                        bounds=bounds, tol=tol, message=f"no solution to check (status {status!r})")
+    return None
+
+
+def _unusable_and_used(policy: str, extra: Mapping[str, Any], X: np.ndarray, jobs: Any, s: np.ndarray,
+                       C: np.ndarray, used: np.ndarray, leak: float) -> tuple[float, np.ndarray]:
+    """The ``unusable`` violation and the GPUs used per type. ``used`` and ``leak`` come from
+    :func:`_scan` (``s @ X`` and the largest X where T <= 0); Sia counts its chosen
+    configurations instead and allocation spaces their ``allocation_rows``."""
+    n, m = X.shape
+    if policy == "sia" and "configurations" in extra:
         cfg = extra["configurations"]
         k_of = _type_index(jobs.gpu_types, cfg["gpu_type"].tolist())
         gpus = np.asarray(cfg["gpus"].fillna(0), dtype=float)
@@ -314,83 +345,107 @@ def certify(policy: str, params: Mapping[str, Any], X: np.ndarray, jobs: Any, cl
         used = np.bincount(k_of[on], weights=gpus[on], minlength=m)
         onehot = np.zeros((n, m))
         onehot[np.flatnonzero(on), k_of[on]] = 1.0
-        v["unusable"] = float(np.abs(X - onehot).max())
-    else:
-        if space:
-            rows = extra["allocation_rows"]
-            k_of = _type_index(jobs.gpu_types, rows["gpu_type"].tolist())
-            used = np.bincount(k_of[k_of >= 0], weights=np.asarray(rows["gpus"], dtype=float)[k_of >= 0],
-                               minlength=m)
-        v["unusable"] = _unusable_gangs(X, s, C, max(0.0, leak))
-    v["capacity"] = _rel_excess(used, C)
+        return float(np.abs(X - onehot).max()), used
+    if "allocation_rows" in extra:
+        rows = extra["allocation_rows"]
+        k_of = _type_index(jobs.gpu_types, rows["gpu_type"].tolist())
+        used = np.bincount(k_of[k_of >= 0], weights=np.asarray(rows["gpus"], dtype=float)[k_of >= 0],
+                           minlength=m)
+    return _unusable_gangs(X, s, C, max(0.0, leak)), used
 
-    # host resources
-    if policy not in NO_HOST_RESOURCES:
-        for fname, rname in _RESOURCES:
-            if not jobs.has(fname):
-                continue
-            R = cluster.resource_vector(rname, jobs.gpu_types)
-            if R is None:
-                continue
-            need = s * np.asarray(jobs.field(fname), dtype=float)
-            never = need[:, None] > R[None, :] * (1 + 1e-12)
-            v[rname] = max(_rel_excess(need @ wall, R), _where_max(X, never))
 
-    # SLOs
-    if (policy == "max_sum_throughput" and params.get("use_slos", True) and jobs.has("slos")
+def _host_resources(X: np.ndarray, jobs: Any, cluster: Any, s: np.ndarray, wall: np.ndarray) -> dict[str, float]:
+    """Violation per host resource (``cpus``, ``memory``) the jobs state and the cluster has:
+    excess of ``s d @ wall`` over the hosts' totals, or X where one gang needs more than them."""
+    out: dict[str, float] = {}
+    for fname, rname in _RESOURCES:
+        if not jobs.has(fname):
+            continue
+        R = cluster.resource_vector(rname, jobs.gpu_types)
+        if R is None:
+            continue
+        need = s * np.asarray(jobs.field(fname), dtype=float)
+        never = need[:, None] > R[None, :] * (1 + 1e-12)
+        out[rname] = max(_rel_excess(need @ wall, R), _where_max(X, never))
+    return out
+
+
+def _slo_shortfall(policy: str, params: Mapping[str, Any], jobs: Any, T: np.ndarray,
+                   thr: np.ndarray) -> float | None:
+    """Largest SLO shortfall of throughputs ``thr`` (relative to each job's fastest type), or
+    None when the policy and jobs have no SLO rows (only ``max_sum_throughput`` has them)."""
+    if not (policy == "max_sum_throughput" and params.get("use_slos", True) and jobs.has("slos")
             and jobs.has("steps_remaining")):
-        target = jobs.steps_remaining / jobs.slos
-        best = T.max(axis=1)
-        with np.errstate(divide="ignore", invalid="ignore"):
-            short = np.where(best > 0, (target - thr) / best, 0.0)
-        v["slo"] = max(0.0, float(short.max()))
+        return None
+    target = jobs.steps_remaining / jobs.slos
+    best = T.max(axis=1)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        short = np.where(best > 0, (target - thr) / best, 0.0)
+    return max(0.0, float(short.max()))
 
-    # closed forms
-    if policy in ("isolated", "proportional"):
-        total = C.sum()
-        frac = C / total * min(1.0, total / float(s.sum()))
-        worst = 0.0
-        for a in range(0, n, SCAN_ROWS):  # blocked, as in _scan
-            b = min(n, a + SCAN_ROWS)
-            if policy == "isolated":
-                ref = _isolated_reference(n, s[a:b], C) * (T[a:b] > 0)
-            else:
-                ref = np.where((T[a:b] > 0) & (C[None, :] >= s[a:b, None]), frac[None, :], 0.0)
-            worst = max(worst, float(np.abs(X[a:b] - ref).max()))
-        v["closed_form"] = worst
 
-    # objective
-    reported = float(objective)
+def _closed_form_gap(policy: str, X: np.ndarray, T: np.ndarray, s: np.ndarray, C: np.ndarray) -> float:
+    """Largest ``|X - reference|`` for ``isolated`` / ``proportional``, blocked as in :func:`_scan`."""
+    n = X.shape[0]
+    total = C.sum()
+    frac = C / total * min(1.0, total / float(s.sum()))
+    worst = 0.0
+    for a in range(0, n, SCAN_ROWS):
+        b = min(n, a + SCAN_ROWS)
+        if policy == "isolated":
+            ref = _isolated_reference(n, s[a:b], C) * (T[a:b] > 0)
+        else:
+            ref = np.where((T[a:b] > 0) & (C[None, :] >= s[a:b, None]), frac[None, :], 0.0)
+        worst = max(worst, float(np.abs(X[a:b] - ref).max()))
+    return worst
+
+
+def _objective_check(policy: str, params: Mapping[str, Any], X: np.ndarray, thr: np.ndarray, jobs: Any,
+                     cluster: Any, C: np.ndarray, reported: float, status: str,
+                     tol: float) -> tuple[float, str, list[str]]:
+    """Recompute the objective and compare it with ``reported``: returns ``(recomputed``
+    (NaN when not checked), ``objective_check``, the problems found``)``. Never raises."""
     recomputed = float("nan")
     problems: list[str] = []
-    if policy in OBJECTIVE_POLICIES:
-        try:
-            recomputed = _objective(policy, params, X, thr, jobs, cluster, C)
-        except Exception as exc:  # a certificate never raises: it reports
-            check = f"not checked: recomputation failed ({type(exc).__name__}: {exc})"
-        else:
-            if math.isnan(reported):
-                check = "agrees" if math.isnan(recomputed) or status != "optimal" else "disagrees"
-                if check == "agrees" and not math.isnan(recomputed):
-                    check = f"not checked: no objective reported (status {status!r})"
-            else:
-                check = "agrees" if _close(reported, recomputed, tol) else "disagrees"
-            if check == "disagrees":
-                problems.append(f"objective reported {reported!r} but recomputed {recomputed!r}")
+    if policy not in OBJECTIVE_POLICIES:
+        why = _NOT_CHECKED_WHY.get(policy, f"no independent objective for policy {policy!r}")
+        return recomputed, "not checked: " + why, problems
+    try:
+        recomputed = _objective(policy, params, X, thr, jobs, cluster, C)
+    except Exception as exc:  # a certificate never raises: it reports
+        return recomputed, f"not checked: recomputation failed ({type(exc).__name__}: {exc})", problems
+    if math.isnan(reported):
+        check = "agrees" if math.isnan(recomputed) or status != "optimal" else "disagrees"
+        if check == "agrees" and not math.isnan(recomputed):
+            check = f"not checked: no objective reported (status {status!r})"
     else:
-        check = "not checked: " + _NOT_CHECKED_WHY.get(policy, f"no independent objective for policy {policy!r}")
+        check = "agrees" if _close(reported, recomputed, tol) else "disagrees"
+    if check == "disagrees":
+        problems.append(f"objective reported {reported!r} but recomputed {recomputed!r}")
+    return recomputed, check, problems
 
-    # bounds the solver reported
-    if not math.isnan(recomputed):
-        if policy == "finish_time_fairness" and isinstance(bounds.get("lower_bound"), (int, float)):
-            lb = float(bounds["lower_bound"])
-            if math.isfinite(lb):
-                v["bound"] = max(0.0, (lb - recomputed) / max(1.0, abs(lb)))
-        if policy == "max_min_fairness" and isinstance(bounds.get("stage1_level"), (int, float)):
-            lvl = float(bounds["stage1_level"])
-            if math.isfinite(lvl):  # stage 2 keeps share_j >= level (1 - 1e-9)
-                v["bound"] = max(0.0, (lvl - 1e-9 * abs(lvl) - recomputed) / max(1.0, abs(lvl)))
 
+def _bound_violation(policy: str, bounds: Mapping[str, Any], recomputed: float) -> float | None:
+    """Shortfall of the recomputed objective against a bound the solver reported
+    (``finish_time_fairness``'s ``lower_bound``, ``max_min_fairness``'s ``stage1_level``),
+    relative to ``max(1, |bound|)``; None when there is no such finite bound or no objective."""
+    if math.isnan(recomputed):
+        return None
+    if policy == "finish_time_fairness" and isinstance(bounds.get("lower_bound"), (int, float)):
+        lb = float(bounds["lower_bound"])
+        if math.isfinite(lb):
+            return max(0.0, (lb - recomputed) / max(1.0, abs(lb)))
+    if policy == "max_min_fairness" and isinstance(bounds.get("stage1_level"), (int, float)):
+        lvl = float(bounds["stage1_level"])
+        if math.isfinite(lvl):  # stage 2 keeps share_j >= level (1 - 1e-9)
+            return max(0.0, (lvl - 1e-9 * abs(lvl) - recomputed) / max(1.0, abs(lvl)))
+    return None
+
+
+def _verdict(v: dict[str, float], problems: list[str], check: str, reported: float, recomputed: float,
+             bounds: dict[str, Any], tol: float, t0: float) -> Certificate:
+    """The final certificate: violations ``v`` above ``tol`` come before the objective's
+    ``problems`` in the message; ok when there are none."""
     bad = [k for k, val in v.items() if not val <= tol]
     problems = [f"{k} violated by {v[k]:.3g} (tol {tol:g})" for k in bad] + problems
     ok = not problems
@@ -399,6 +454,5 @@ def certify(policy: str, params: Mapping[str, Any], X: np.ndarray, jobs: Any, cl
                    f"{check}")
     else:
         message = "certificate failed: " + "; ".join(problems)
-    return Certificate(ok=ok, violations=v, objective_reported=reported, objective_recomputed=recomputed,
-                       objective_check=check, bounds=bounds, tol=tol, message=message,
-                       seconds=time.perf_counter() - t0)
+    return _stamped(t0, ok=ok, violations=v, objective_reported=reported, objective_recomputed=recomputed,
+                    objective_check=check, bounds=bounds, tol=tol, message=message)
