@@ -39,6 +39,7 @@ import pandas as pd
 
 import hetsched as hs
 from hetsched.mechanism import ShareHistory, plan_round_arrays
+from hetsched.mechanism.priority import TIE_DECIMALS
 
 GPU_TYPES = ("a100", "v100", "p100", "k80")
 TYPE_SPLIT = np.array([0.25, 0.25, 0.25, 0.25])
@@ -94,28 +95,41 @@ def max_min_allocation(rng: np.random.Generator, n_jobs: int, cap: np.ndarray):
 
 
 # ----------------------------------------------------------------------------- reference
-def gavel_reference_plan(X, s, cap, received, elapsed, L, job_ids, gpu_types, zero_tol=1e-9):
+def _round(v: float) -> float:
+    """``np.round(v, TIE_DECIMALS)`` on a Python float (numpy scales, rounds half to even, divides)."""
+    return round(v * _SCALE) / _SCALE
+
+
+_SCALE = 10.0**TIE_DECIMALS
+
+
+def gavel_reference_plan(X, s, cap, received, elapsed, waited, waiting, L, job_ids, gpu_types, zero_tol=1e-9):
     """Gavel's priority rule, written the straightforward way (per-job Python loops).
 
     ``X``, ``received``: dict job -> dict type -> value; ``elapsed``: dict job -> seconds;
-    ``s``: dict job -> gang size; ``cap``: dict type -> GPUs. Returns dict job -> type.
-    Same priorities, tie-breaks and greedy walk as the library, so the plans must agree.
+    ``waited``: dict job -> seconds since the job last ran; ``waiting``: dict job -> rounds
+    since it last ran; ``s``: dict job -> gang size; ``cap``: dict type -> GPUs. Returns dict
+    job -> type. The library's rule (hetsched.mechanism.priority): priority ``x e / r``, then
+    the deficit ``x (max(e, waited) + L) - r`` in rounds, both rounded to TIE_DECIMALS, then
+    the rounds waited, then job and type order; the greedy walk takes an entry when the job
+    is not placed yet and its gang fits. The plans must agree.
     """
     queue = []
     for jpos, j in enumerate(job_ids):
         e = elapsed[j]
+        claim = max(e, waited[j])
         for kpos, t in enumerate(gpu_types):
             x = X[j][t]
             if x <= zero_tol:
                 continue
             r = received[j][t]
-            priority = x * e / r if r > 0 else math.inf
-            deficit = x * (e + L) - r
-            queue.append((-priority, -deficit, jpos, kpos, j, t))
+            priority = _round(x * e / r) if r > 0 else math.inf
+            deficit = _round((x * (claim + L) - r) / L)
+            queue.append((-priority, -deficit, -waiting[j], jpos, kpos, j, t))
     queue.sort()
     free = dict(cap)
     scheduled = {}
-    for _, _, _, _, j, t in queue:
+    for *_, j, t in queue:
         if j in scheduled or s[j] > free[t]:
             continue
         scheduled[j] = t
@@ -139,6 +153,8 @@ def run_case(source, rule, X, s, cap, max_rounds, ref_rounds):
             "cap": dict(zip(types, cap.tolist())),
             "received": {j: dict.fromkeys(types, 0.0) for j in range(n)},
             "elapsed": dict.fromkeys(range(n), 0.0),
+            "waited": dict.fromkeys(range(n), 0.0),
+            "waiting": dict.fromkeys(range(n), 0),
             "times": [],
         }
     for r in range(1, max_rounds + 1):
@@ -148,7 +164,8 @@ def run_case(source, rule, X, s, cap, max_rounds, ref_rounds):
         if ref is not None and r <= ref_rounds:
             t0 = time.perf_counter()
             sched = gavel_reference_plan(
-                ref["X"], ref["s"], ref["cap"], ref["received"], ref["elapsed"], ROUND_SECONDS, range(n), types
+                ref["X"], ref["s"], ref["cap"], ref["received"], ref["elapsed"], ref["waited"], ref["waiting"],
+                ROUND_SECONDS, range(n), types,
             )
             ref["times"].append(time.perf_counter() - t0)
             mine = {int(j): types[k] for j, k in enumerate(plan.assignment) if k >= 0}
@@ -158,6 +175,9 @@ def run_case(source, rule, X, s, cap, max_rounds, ref_rounds):
                 ref["received"][j][t] += ROUND_SECONDS
             for j in range(n):
                 ref["elapsed"][j] += ROUND_SECONDS
+                ran = j in sched
+                ref["waited"][j] = 0.0 if ran else ref["waited"][j] + ROUND_SECONDS
+                ref["waiting"][j] = 0 if ran else ref["waiting"][j] + 1
         h = h.record(plan)
         if r in CHECKPOINTS or r == max_rounds:
             share = h.received / h.elapsed[:, None]
