@@ -41,7 +41,9 @@ from typing import Any, TextIO
 
 import numpy as np
 
+from .api import solve
 from .errors import HetschedError, ValidationError
+from .formulations.base import list_policies, make_policy
 from .inputs.cluster import Cluster
 from .inputs.throughputs import (
     DEFAULT_SPEEDUPS,
@@ -49,6 +51,17 @@ from .inputs.throughputs import (
     generate_catalogue,
     load_gavel_throughputs,
 )
+from .policies import FinishTimeFairness, MaxMinFairness
+from .schedulers import Tiresias
+from .sim import (
+    SimulationResult,
+    generate_workload,
+    load_trace,
+    run_config,
+    simulate,
+    sweep,
+)
+from .sim.provenance import progress_wanted, provenance, write_provenance
 from .validation import check_int
 from .validation import check_output_path as _check_out
 
@@ -248,9 +261,6 @@ def main(argv: Sequence[str] | None = None) -> int:
     args.command_line = [sys.executable, "-m", "hetsched", *(sys.argv[1:] if argv is None else [str(a) for a in argv])]
     out = sys.stdout
     if args.command == "policies":
-        from . import policies as _policies
-        from .formulations.base import list_policies
-
         for name in list_policies():
             print(name, file=out)
         return 0
@@ -340,7 +350,6 @@ def _parse_value(text: str) -> Any:
 
 def _make_policy(name: str, params: Sequence[str]):
     """``--policy NAME --param KEY=VALUE ...`` parsed here, built by :func:`make_policy`."""
-    from .formulations.base import make_policy
 
     kw = {}
     for item in params:
@@ -371,7 +380,6 @@ def _catalogue(args: argparse.Namespace, gpu_types: Sequence[str] | None = None)
 
 
 def _workload(args: argparse.Namespace, cluster: Cluster):
-    from .sim import generate_workload, load_trace
 
     if args.trace is not None:
         trace = load_trace(args.trace, args.trace_format, throughputs=args.throughputs, task_path=args.task_path,
@@ -449,32 +457,29 @@ def _print_summary(res, out: TextIO) -> None:
 # ----------------------------------------------------------------------------- commands
 def _demo_schedulers() -> dict[str, Any]:
     """Schedulers the demo runs beside the registered policies: name -> f(catalogue)."""
-    import hetsched as hs
 
     def packed(cat: Any) -> Any:
         if cat.pairs is None:
             raise ValidationError("the throughput table has no pair throughputs (space sharing)")
-        return hs.policies.MaxMinFairness(packing="workload")
+        return MaxMinFairness(packing="workload")
 
     def sensitive(cat: Any) -> Any:
         if cat.unconsolidated is None:
             raise ValidationError("the throughput table has no unconsolidated throughputs")
-        return hs.policies.FinishTimeFairness(placement_sensitivity="workload")
+        return FinishTimeFairness(placement_sensitivity="workload")
 
-    return {"tiresias": lambda cat: hs.Tiresias(thresholds=(3600.0, 36000.0), promote_knob=8.0),
+    return {"tiresias": lambda cat: Tiresias(thresholds=(3600.0, 36000.0), promote_knob=8.0),
             "max_min_fairness+packing": packed,
             "finish_time_fairness+placement": sensitive}
 
 
 def _demo(args: argparse.Namespace, out: TextIO) -> int:
-    import hetsched as hs
 
-    from .sim import generate_workload, simulate
 
     check_int(args.jobs, "--jobs", low=1)
     check_int(args.gpus_per_type, "--gpus-per-type", low=1)
     extras = _demo_schedulers()
-    known = hs.list_policies() + list(extras)
+    known = list_policies() + list(extras)
     if args.policies is None:
         names = known
     else:
@@ -538,14 +543,13 @@ def _demo(args: argparse.Namespace, out: TextIO) -> int:
 
 
 def _solve(args: argparse.Namespace, out: TextIO) -> int:
-    import hetsched as hs
 
     _check_out(args.out, "file")
     cluster = _parse_cluster(args.cluster, args.gpus_per_server)
     trace = _workload(args, cluster)
     pol = _make_policy(args.policy, args.param)
     jobs = trace.jobs.with_columns(cluster.gpu_types)
-    res = hs.solve(pol, jobs, cluster, solver=args.solver, time_limit=args.time_limit)
+    res = solve(pol, jobs, cluster, solver=args.solver, time_limit=args.time_limit)
     used = (jobs.scale_factors[:, None] * res.X).sum(axis=0) if res.has_solution and res.X.size else np.zeros(jobs.n_types)
     print(f"{pol.name}: {res.status} objective={res.objective:.6g} ({jobs.n_jobs} jobs, {res.sizes.get('n_classes')} classes, "
           f"{res.timings.get('total_s', math.nan):.3f} s, solver {res.solver})", file=out)
@@ -567,8 +571,6 @@ def _config_file(args: argparse.Namespace) -> dict[str, Any]:
 
 
 def _simulate(args: argparse.Namespace, out: TextIO) -> int:
-    from .sim import SimulationResult, run_config, simulate
-    from .sim.provenance import progress_wanted, provenance
 
     _check_out(args.out, "dir")
     progress = progress_wanted(args.progress)
@@ -592,8 +594,6 @@ def _simulate(args: argparse.Namespace, out: TextIO) -> int:
 
 
 def _sweep(args: argparse.Namespace, out: TextIO) -> int:
-    from .sim import run_config, sweep
-    from .sim.provenance import progress_wanted
 
     _check_out(args.out, "dir")
     progress = True if progress_wanted(args.progress) else None
@@ -609,7 +609,6 @@ def _sweep(args: argparse.Namespace, out: TextIO) -> int:
             pol = _make_policy(name, [])
             policies[name] = pol
         if args.agnostic:
-            from .policies import MaxMinFairness
 
             policies["max_min_fairness(heterogeneity_aware=False)"] = MaxMinFairness(heterogeneity_aware=False)
         grid = {
@@ -648,7 +647,6 @@ def _sweep(args: argparse.Namespace, out: TextIO) -> int:
 def _write_sweep(df: Any, d: Path, args: argparse.Namespace, grid: dict[str, Any]) -> None:
     """``d/sweep.csv`` (with ``git_commit`` and ``hetsched_version`` columns) and
     ``d/provenance.json`` (command line, grid settings, seeds, package versions)."""
-    from .sim.provenance import provenance, write_provenance
 
     settings = {k: ({str(label): repr(pol) for label, pol in v.items()} if k == "policy"
                     else v.as_dict() if isinstance(v, Cluster) else v) for k, v in grid.items()}
@@ -723,7 +721,7 @@ def _plot_inputs(paths: Sequence[str]) -> tuple[str, list[Path]]:
 def _plot(args: argparse.Namespace, out: TextIO) -> int:
     import pandas as pd
 
-    from .sim import SimulationResult, plots
+    from .sim import plots
 
     what, files = _plot_inputs(args.input)
     default = "jct_cdf" if what == "runs" else "jct_vs_load"
