@@ -295,3 +295,31 @@ def test_configuration_policy_runs():
     bound = lambda j, p, k, g: float(goodput.loc[j, (cl.gpu_types[k], g)])  # noqa: E731
     assert check_simulation(res, rate_bound=bound) == []
     assert (res.runs["gpus"] != res.jobs["scale_factor"].to_numpy()[res.runs["job"]]).any()  # elastic
+
+
+def test_progress_auto_follows_the_cli_rule(monkeypatch):
+    """SimOptions(progress="auto") draws a bar only where the CLI would: a terminal, not under CI."""
+    import sys as _sys
+
+    from hetsched.sim.options import SimOptions
+
+    class _Tty:
+        def isatty(self):
+            return True
+
+        def write(self, s):
+            return len(s)
+
+        def flush(self):
+            pass
+
+    monkeypatch.setattr(_sys, "stderr", _Tty())
+    monkeypatch.setenv("CI", "true")
+    hook, close = SimOptions(progress="auto").progress_hook(10)
+    assert hook is None
+    close()
+    monkeypatch.setenv("CI", "")
+    pytest.importorskip("tqdm")
+    hook, close = SimOptions(progress="auto").progress_hook(10)
+    assert callable(hook)
+    close()

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import dataclasses
 import logging
-import sys
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -22,6 +21,7 @@ from ..validation import (
     check_positive,
     fail,
 )
+from .provenance import progress_wanted
 
 __all__ = ["SimOptions"]
 
@@ -44,6 +44,8 @@ class SimOptions:
     stop_after_window : bool, default True
     seed : int, default 0
     progress : None, True, "auto" or callable
+        "auto" draws a bar where the CLI would (:func:`~hetsched.sim.provenance.progress_wanted`:
+        stderr is a terminal and ``CI`` is unset or false).
     max_time, wall_time_limit : float or None
     solver : str, default "auto"
     solve_time_limit : float or None
@@ -206,7 +208,7 @@ class SimOptions:
         if callable(progress):
             return (lambda t, done: progress(t, done, n_total)), (lambda: None)
         if progress is True or progress == "auto":
-            if progress == "auto" and not sys.stderr.isatty():
+            if progress == "auto" and not progress_wanted():  # the CLI's rule: a terminal, not under CI
                 return None, lambda: None
             try:
                 from tqdm import tqdm
