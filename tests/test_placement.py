@@ -454,7 +454,7 @@ def test_random_topologies_keep_every_rule(seed, fit, split):
     if fit and not any(s > max(x[2] for x in servers if x[1] == t) for t, s in zip(jt, js)):
         assert p.n_placed == len(ids)
     # stability: the same plan again (same waiting times: nothing changes) keeps every GPU.
-    # Not asserted when a gang is split over servers: see the strict xfail below.
+    # Not asserted when a gang is split over servers: see the seed sweep and the strict xfail below.
     again = place(topo, ids, jt, js, previous=p, waiting=waiting, **kw)
     split_gang = split and any(s > max(x[2] for x in servers if x[1] == t) for t, s in zip(jt, js))
     if not split_gang:
@@ -487,9 +487,28 @@ def test_place_plan_takes_the_running_jobs_of_a_round_plan():
         place_plan(cluster, SimpleNamespace(mode="ideal"))
 
 
-@pytest.mark.xfail(strict=True, reason="open bug: with a gang split over servers (split_large_jobs) "
-                   "under overload, an unchanged round migrates 2 jobs (found by Hypothesis, seed 14220887)")
-def test_split_gang_stability_known_bug():
+def _split_gang_rounds(seed: int):
+    """Hypothesis' instance generator for ``seed``, with a gang larger than any server when
+    the draw asks for one; returns (placement, the same round placed again, split gang?)."""
+    rng = np.random.default_rng(seed)
+    servers, ids, jt, js, blocked = random_instance(rng, max_servers=8, fit=bool(seed % 2))
+    if rng.random() < 0.3 and ids:
+        js[0] = 2 * max(s[2] for s in servers if s[1] == jt[0])
+        if sum(s[2] for s in servers if s[1] == jt[0]) < js[0]:
+            js[0] = 1
+    split_gang = any(s > max(x[2] for x in servers if x[1] == t) for t, s in zip(jt, js))
+    kw = dict(blocked=blocked, split_large_jobs=True, allow_overcommit=True)
+    waiting = rng.integers(0, 4, len(ids))
+    p = place(topo_of(servers), ids, jt, js, waiting=waiting, **kw)
+    again = place(topo_of(servers), ids, jt, js, previous=p, waiting=waiting, **kw)
+    return p, again, split_gang
+
+
+def test_split_gang_stability_regression():
+    """Found by Hypothesis (seed 14220887): a 16-GPU gang that only partly fits takes flow
+    from the continuing jobs, is rolled back, and the pooled flow of the jobs it displaced
+    used to be packed into the tightest server instead of where they ran: 2 migrations in an
+    unchanged round. Pooled flow now goes to a job's previous servers first."""
     rng = np.random.default_rng(14220887)
     servers, ids, jt, js, blocked = random_instance(rng, max_servers=8, fit=False)
     if rng.random() < 0.3 and ids:
@@ -501,3 +520,26 @@ def test_split_gang_stability_known_bug():
     p = place(topo_of(servers), ids, jt, js, waiting=waiting, **kw)
     again = place(topo_of(servers), ids, jt, js, previous=p, waiting=waiting, **kw)
     assert again.migrations == 0
+
+
+def test_split_gang_rounds_are_stable_on_a_seed_sweep():
+    """An unchanged round with split gangs keeps every GPU on the first 1,200 seeds of the
+    generator (239 instances with a split gang; 2 of them, seeds 189 and 515, migrated before previous
+    servers were preferred). Seed 2580 is the one known exception below."""
+    n_split = 0
+    for seed in range(1200):
+        if seed == 2580:
+            continue
+        p, again, split_gang = _split_gang_rounds(seed)
+        n_split += split_gang
+        assert again.migrations == 0, f"seed {seed}"
+        assert np.array_equal(again.gpus, p.gpus) or again.n_placed > p.n_placed, f"seed {seed}"
+    assert n_split > 150
+
+
+@pytest.mark.xfail(strict=True, reason="open: the flow itself moves an 8-GPU gang's pooled part when a 16-GPU "
+                   "gang takes partial flow and is rolled back; fix = solve the flow again without rolled-back "
+                   "jobs (1 of 815 split-gang instances on seeds 0-3999; 13 before previous servers were preferred)")
+def test_split_gang_stability_known_residual():
+    _, again, split_gang = _split_gang_rounds(2580)
+    assert split_gang and again.migrations == 0

@@ -7,8 +7,10 @@ it has to be *decomposed*, and the order matters for gangs:
 
 1. **Continuation.** A job the flow serves fully keeps the GPUs its continuation arcs carry.
 2. **Best-fit decreasing.** The rest of each fully served job is packed largest first into
-   the tightest server of its type that holds it whole (a grown job first tries the servers
-   it already uses). Only when no server holds it whole is it split: over the tightest rack
+   the tightest server of its type that holds it whole. A job that ran last round first
+   tries the servers it uses now, then those it used last round, so pooled flow of a job the
+   flow moved off its GPUs (e.g. displaced by a gang that is later rolled back) lands where
+   it ran when there is room. Only when no server holds it whole is it split: over the tightest rack
    that holds it (largest servers first, fewest servers), else over the type.
    With ``order="arbitrary"`` jobs are instead taken in input order and fill servers in
    index order: the plain decomposition the measured comparison in ``docs/placement.md``
@@ -133,13 +135,15 @@ class _State:
         return -1
 
     def split_plan(
-        self, k: int, need: int, *, pair: int = -1, one_rack: bool = False, fixed: bool = False
+        self, k: int, need: int, *, pair: int = -1, one_rack: bool = False, fixed: bool = False,
+        first: list[int] | None = None,
     ) -> list[tuple[int, int]] | None:
         """Cover ``need`` GPUs of type ``k`` with as few servers as possible, in one rack if it can.
 
         ``pair`` is a preferred (type, rack) pair (the only one allowed when ``fixed``);
         ``one_rack`` forbids crossing racks. Within the chosen rack (the preferred one, else
-        the tightest that holds ``need``) servers are used largest residual first.
+        the tightest that holds ``need``) the servers in ``first`` are used first, in that
+        order (a gang's own servers: no migration), then the others largest residual first.
         """
         pr = self.pair_resid
         if pair >= 0 and pr[pair] >= need:
@@ -155,11 +159,15 @@ class _State:
             return None
         else:
             servers = [s for s, t in enumerate(self.server_type) if t == k and self.resid[s] > 0]
-        ranked = sorted((-self.resid[s], s) for s in servers if self.resid[s] > 0)
+        ranked = [srv for _, srv in sorted((-self.resid[s], s) for s in servers if self.resid[s] > 0)]
+        if first:
+            inside = set(ranked)
+            own = [srv for srv in first if srv in inside]
+            ranked = own + [srv for srv in ranked if srv not in own]
         plan: list[tuple[int, int]] = []
         left = need
-        for neg, srv in ranked:
-            c = min(-neg, left)
+        for srv in ranked:
+            c = min(self.resid[srv], left)
             plan.append((srv, c))
             left -= c
             if left == 0:
@@ -190,11 +198,14 @@ class _Decomposition:
     reason: np.ndarray = field(init=False)
     jt: list[int] = field(init=False)
     tl: list[bool] = field(init=False)
+    has_prev: list[bool] = field(init=False)
 
     def __post_init__(self) -> None:
         self.reason = np.full(self.req.n_jobs, "", dtype=object)
         self.jt = self.req.job_type.tolist()
         self.tl = self.net.too_large.tolist()
+        off = self.req.prev_offset
+        self.has_prev = (off[1:] > off[:-1]).tolist()
 
     def grant(self, j: int, plan: _Plan | None, *, extend: bool) -> bool:
         """Use the GPUs of ``plan`` for job ``j`` (added to or replacing its entries); False if None."""
@@ -216,11 +227,13 @@ class _Decomposition:
         st, alloc = self.st, self.alloc
         k = self.jt[j]
         if self.tl[j]:
+            own = self.own_servers(j) if prefer_prev else None
             if alloc[j]:  # a continuing gang grows inside the rack it already uses
-                return st.split_plan(k, need, pair=int(st.server_pair[alloc[j][0][0]]), one_rack=True, fixed=True)
-            return st.split_plan(k, need, pair=int(self.rack_pref[j]), one_rack=True)
-        if prefer_prev and alloc[j]:
-            for s, _ in sorted(alloc[j], key=lambda sc: -sc[1]):
+                return st.split_plan(k, need, pair=int(st.server_pair[alloc[j][0][0]]), one_rack=True, fixed=True,
+                                     first=own)
+            return st.split_plan(k, need, pair=int(self.rack_pref[j]), one_rack=True, first=own)
+        if prefer_prev:
+            for s in self.own_servers(j):
                 if st.resid[s] >= need:
                     return [(s, need)]
         s = st.tightest(k, need)
@@ -228,6 +241,18 @@ class _Decomposition:
             return [(s, need)]
         pair = int(st.server_pair[alloc[j][0][0]]) if alloc[j] else -1
         return st.split_plan(k, need, pair=pair)
+
+    def own_servers(self, j: int) -> list[int]:
+        """Servers job ``j`` uses now (most GPUs first), then the servers of its previous
+        usable GPUs (most first): where more GPUs for ``j`` cost no migration."""
+        servers = [srv for srv, _ in sorted(self.alloc[j], key=lambda sc: -sc[1])]
+        if self.has_prev[j]:
+            prev = self.req.prev_of(j)
+            prev = prev[self.req.usable[prev]]
+            if prev.size:
+                ps, cnt = np.unique(self.req.topology.gpu_server[prev], return_counts=True)
+                servers += [srv for srv in ps[np.argsort(-cnt, kind="stable")].tolist() if srv not in servers]
+        return servers
 
     def whole_plan(self, j: int) -> _Plan | None:
         """All ``size[j]`` GPUs for job ``j``: its previous GPUs first, then best fit; or None."""
@@ -243,7 +268,7 @@ class _Decomposition:
             ps, cnt = np.unique(req.topology.gpu_server[prev], return_counts=True)
             ps = ps[np.argsort(-cnt, kind="stable")]
             if self.net.too_large[j]:
-                return st.split_plan(k, need, pair=int(st.server_pair[ps[0]]), one_rack=True)
+                return st.split_plan(k, need, pair=int(st.server_pair[ps[0]]), one_rack=True, first=ps.tolist())
             for s in ps.tolist():
                 if st.resid[s] >= need:
                     return [(int(s), need)]
@@ -361,7 +386,7 @@ def _pack_best_fit(dec: _Decomposition, todo: np.ndarray, rest: list[int]) -> li
     failed: list[int] = []
     for j in todo.tolist():
         need = rest[j]
-        if not alloc[j] and not tl[j]:  # fast path: a fresh gang into the tightest server
+        if not alloc[j] and not tl[j] and not dec.has_prev[j]:  # fast path: a new gang into the tightest server
             srv = st.tightest(jt[j], need)
             if srv >= 0:
                 st.take(srv, need)
