@@ -149,15 +149,25 @@ def _add_sim_args(p: argparse.ArgumentParser) -> None:
 
 
 def _build_parser() -> argparse.ArgumentParser:
+    """The ``python -m hetsched`` parser: one sub-parser per command."""
     parser = argparse.ArgumentParser(
         prog="python -m hetsched",
         description="Heterogeneity-aware GPU cluster scheduling policies.",
     )
     parser.add_argument("-v", "--verbose", action="store_true", help="log at INFO level to stderr")
     sub = parser.add_subparsers(dest="command", required=True)
-
     sub.add_parser("policies", help="list the registered policy names")
+    for add in (_add_demo_parser, _add_solve_parser, _add_simulate_parser, _add_sweep_parser, _add_bench_parser,
+                _add_plot_parser):
+        add(sub)
+    from .reproduce.command import add_parser as _add_reproduce_parser
 
+    _add_reproduce_parser(sub)
+    return parser
+
+
+def _add_demo_parser(sub: Any) -> None:
+    """``demo``: a short generated workload under every policy."""
     demo = sub.add_parser("demo", help="simulate a short generated workload under every policy and print the summary")
     demo.add_argument("--jobs", type=int, default=30, help="number of jobs (default 30)")
     demo.add_argument("--seed", type=int, default=0, help="random seed (default 0)")
@@ -173,6 +183,9 @@ def _build_parser() -> argparse.ArgumentParser:
     demo.add_argument("--arrival-rate", type=float, default=20.0, help="Poisson arrivals per hour (default 20)")
     demo.add_argument("--round-seconds", type=float, default=360.0, help="round length (default 360 s)")
 
+
+def _add_solve_parser(sub: Any) -> None:
+    """``solve``: one allocation for generated jobs."""
     solve = sub.add_parser("solve", help="solve one allocation for generated jobs and print it")
     solve.add_argument("--policy", default="max_min_fairness", help="policy name (default max_min_fairness)")
     solve.add_argument("--param", action="append", default=[], metavar="KEY=VALUE", help="policy parameter")
@@ -181,6 +194,9 @@ def _build_parser() -> argparse.ArgumentParser:
     solve.add_argument("--time-limit", type=float, default=None)
     solve.add_argument("--out", "-o", metavar="CSV", default=None, help="write the allocation as CSV")
 
+
+def _add_simulate_parser(sub: Any) -> None:
+    """``simulate``: a workload through one policy."""
     sim = sub.add_parser("simulate", help="replay a workload through a policy; print and write the summary")
     sim.add_argument("--policy", default="max_min_fairness", help="policy name (default max_min_fairness)")
     sim.add_argument("--param", action="append", default=[], metavar="KEY=VALUE",
@@ -193,6 +209,9 @@ def _build_parser() -> argparse.ArgumentParser:
     sim.add_argument("--runs", action="store_true", help="also write DIR/runs.csv (the run log)")
     _add_progress_args(sim)
 
+
+def _add_sweep_parser(sub: Any) -> None:
+    """``sweep``: policies x loads x seeds through a process pool."""
     sw = sub.add_parser("sweep", help="policies x loads x seeds through a process pool; writes sweep.csv")
     sw.add_argument("--config", metavar="TOML", default=None, help="a TOML experiment")
     sw.add_argument("--policies", default="max_min_fairness", help="comma-separated policy names")
@@ -208,6 +227,9 @@ def _build_parser() -> argparse.ArgumentParser:
     sw.add_argument("--plot", action="store_true", help="also plot average JCT vs load")
     _add_progress_args(sw)
 
+
+def _add_bench_parser(sub: Any) -> None:
+    """``bench``: simulation speed on Gavel's setup."""
     b = sub.add_parser("bench", help="simulation speed on Gavel's setup (36 V100 + 36 P100 + 36 K80)")
     b.add_argument("--loads", default="2", help="comma-separated arrival rates, jobs/hour (default 2)")
     b.add_argument("--window", nargs=2, type=int, default=(100, 300), metavar=("START", "END"))
@@ -217,6 +239,9 @@ def _build_parser() -> argparse.ArgumentParser:
     b.add_argument("--seed", type=int, default=0)
     b.add_argument("--out", "-o", metavar="CSV", default=None)
 
+
+def _add_plot_parser(sub: Any) -> None:
+    """``plot``: figures from simulate or sweep outputs."""
     pt = sub.add_parser("plot", help="overlay simulate --out directories, or plot a sweep (average JCT vs load)")
     pt.add_argument("input", nargs="+",
                     help="directories written by simulate --out (overlaid, one line per run), or sweep CSVs / "
@@ -227,11 +252,6 @@ def _build_parser() -> argparse.ArgumentParser:
     pt.add_argument("--out", "-o", metavar="PATH", required=True, help="a figure file, or a directory for every figure")
     pt.add_argument("--window-hours", type=float, default=None,
                     help="utilization smoothing window, hours of simulated time (default: 1/50 of the span)")
-
-    from .reproduce.command import add_parser as _add_reproduce_parser
-
-    _add_reproduce_parser(sub)
-    return parser
 
 
 # ----------------------------------------------------------------------------- main
