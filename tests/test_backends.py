@@ -568,3 +568,69 @@ def test_no_variables_but_row_excluding_zero_is_infeasible(name):
     out = get_backend(name).solve(lp)
     assert out.status == "infeasible", out.message
     assert not out.success and not out.has_solution
+
+
+# --------------------------------------------------------------------------- Backend.solve's phases
+@pytest.mark.parametrize(
+    "name, options",
+    # cvxpy hands every key but "solver" to the solver, which checks them only when it runs
+    [(name, opts) for name in BACKENDS if name != "cvxpy" for opts in BAD_OPTIONS.get(name, [])],
+)
+def test_bad_options_raise_even_when_no_solver_runs(name, options):
+    """_prepare runs before the empty-program shortcut: a bad option is refused for a program
+    with no variables and for one with an empty row that excludes 0, not silently ignored."""
+    key = next(k for k in options if k != "solver")
+    no_vars = make_lp([], [], [], [], [], [])
+    conflict = make_lp([1.0], [[0.0]], [1.0], [2.0], [0.0], [1.0])
+    for lp in (no_vars, conflict):
+        with pytest.raises(ValidationError, match=key):
+            get_backend(name).solve(lp, options=options)
+
+
+def test_backend_phases_run_in_order_and_the_shortcut_skips_the_solver():
+    """A minimal backend: solve() calls _prepare for every program, _run only for a program
+    with variables and no empty-row conflict, and _finish stamps backend and seconds."""
+    from hetsched.solvers.base import Backend
+
+    calls = []
+
+    class Probe(Backend):
+        name = "probe"
+
+        def _prepare(self, lp, *, time_limit, options):
+            calls.append(("prepare", lp.n_vars, time_limit, dict(options or {})))
+            if (options or {}).get("bad"):
+                raise ValidationError("`options['bad']` refused by the probe; got True.")
+            return "token"
+
+        def _run(self, lp, prepared, *, time_limit, t0):
+            calls.append(("run", prepared))
+            x = np.zeros(lp.n_vars)
+            return self._finish(lp, t0, __import__("logging").getLogger("probe"), "probe", status="optimal",
+                                x=x, objective=lp.objective_value(x), has_solution=True, native_status="done",
+                                message="probe: done")
+
+    out = Probe().solve(tiny_lp(), time_limit=5.0, options={"k": 1})
+    assert calls == [("prepare", 2, 5.0, {"k": 1}), ("run", "token")]
+    assert out.backend == "probe" and out.solve_s >= 0 and out.status == "optimal"
+    calls.clear()
+    empty = Probe().solve(make_lp([], [], [], [], [], [], offset=3.0))
+    assert calls == [("prepare", 0, None, {})]  # settled without _run
+    assert empty.status == "optimal" and empty.objective == 3.0 and empty.backend == "probe"
+    calls.clear()
+    infeasible = Probe().solve(make_lp([1.0], [[0.0]], [1.0], [2.0], [0.0], [1.0]))
+    assert [c[0] for c in calls] == ["prepare"] and infeasible.status == "infeasible"
+    with pytest.raises(ValidationError, match="bad"):
+        Probe().solve(make_lp([], [], [], [], [], []), options={"bad": True})
+
+
+def test_cvxpy_solver_choice_is_checked_even_when_no_solver_runs():
+    """What cvxpy's _prepare checks itself (the solver name, MIP capability) is refused for an
+    empty program too."""
+    if "cvxpy" not in BACKENDS:
+        pytest.skip("cvxpy not installed")
+    with pytest.raises(UnknownSolverError, match="no_such_solver"):
+        get_backend("cvxpy").solve(make_lp([], [], [], [], [], []), options={"solver": "no_such_solver"})
+    with pytest.raises(CapabilityError):
+        get_backend("cvxpy").solve(make_lp([1.0], [[0.0]], [1.0], [2.0], [0.0], [1.0], integrality=[True]),
+                                   options={"solver": "CLARABEL"})

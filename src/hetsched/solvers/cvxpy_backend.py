@@ -150,7 +150,9 @@ class CvxpyBackend(Backend):
     is not installed under cvxpy (the message lists those that are) and
     :class:`~hetsched.errors.CapabilityError` when the chosen solver cannot solve integer
     programs and ``lp`` has integer variables (both also for a program settled without the
-    solver); :class:`~hetsched.errors.ValidationError` when the solver rejects an option, and
+    solver); :class:`~hetsched.errors.ValidationError` when the solver rejects an option
+    (the solver checks its keywords only when it runs, so a program settled without it does
+    not raise for them), and
     :class:`~hetsched.errors.SolverError` when the solver fails.
 
     Notes
