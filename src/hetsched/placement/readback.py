@@ -8,9 +8,9 @@ it has to be *decomposed*, and the order matters for gangs:
 1. **Continuation.** A job the flow serves fully keeps the GPUs its continuation arcs carry.
 2. **Best-fit decreasing.** The rest of each fully served job is packed largest first into
    the tightest server of its type that holds it whole. A job that ran last round first
-   tries the servers it uses now, then those it used last round, so pooled flow of a job the
-   flow moved off its GPUs (e.g. displaced by a gang that is later rolled back) lands where
-   it ran when there is room. Only when no server holds it whole is it split: over the tightest rack
+   tries the servers it uses now, then those it used last round (and, when it is spread over
+   several, those servers together), so pooled flow of a job the flow moved off its GPUs
+   (e.g. displaced by a gang that is later rolled back) lands where it ran when there is room. Only when no server holds it whole is it split: over the tightest rack
    that holds it (largest servers first, fewest servers), else over the type.
    With ``order="arbitrary"`` jobs are instead taken in input order and fill servers in
    index order: the plain decomposition the measured comparison in ``docs/placement.md``
@@ -174,6 +174,19 @@ class _State:
                 return plan
         return None
 
+    def cover(self, servers: list[int], need: int) -> list[tuple[int, int]] | None:
+        """``need`` GPUs from ``servers`` taken in that order (as many as each has), or None."""
+        plan: list[tuple[int, int]] = []
+        left = need
+        for srv in servers:
+            c = min(self.resid[srv], left)
+            if c > 0:
+                plan.append((srv, c))
+                left -= c
+                if left == 0:
+                    return plan
+        return None
+
     def commit(self, plan: list[tuple[int, int]]) -> None:
         """Use the GPUs of ``plan``."""
         for srv, c in plan:
@@ -222,7 +235,9 @@ class _Decomposition:
         """``need`` more GPUs for job ``j``: one server if one holds them, else a split; or None.
 
         A too-large job stays in one rack (the one it already uses, else its preferred
-        rack, else the tightest). ``prefer_prev`` tries the servers ``j`` already uses first.
+        rack, else the tightest). ``prefer_prev`` tries the servers ``j`` uses now or used
+        last round first (:meth:`own_servers`): one of them alone, else, for a job already
+        spread over several, those servers together.
         """
         st, alloc = self.st, self.alloc
         k = self.jt[j]
@@ -233,9 +248,14 @@ class _Decomposition:
                                      first=own)
             return st.split_plan(k, need, pair=int(self.rack_pref[j]), one_rack=True, first=own)
         if prefer_prev:
-            for s in self.own_servers(j):
+            own = self.own_servers(j)
+            for s in own:
                 if st.resid[s] >= need:
                     return [(s, need)]
+            if len(own) > 1:  # a job already spread over servers: spread over the same ones again
+                plan = st.cover(own, need)
+                if plan is not None:
+                    return plan
         s = st.tightest(k, need)
         if s >= 0:
             return [(s, need)]
