@@ -436,19 +436,24 @@ def test_empty_plan_and_frame():
 
 
 # ---------------------------------------------------------------------------- hypothesis
-@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(seed=st.integers(0, 2**32 - 1), fit=st.booleans(), split=st.booleans())
-def test_random_topologies_keep_every_rule(seed, fit, split):
+def _gang_instance(seed: int, fit: bool):
+    """A random instance (``random_instance``) for ``seed``, sometimes with a job larger than
+    any server, and waiting times: (servers, ids, types, sizes, blocked, waiting)."""
     rng = np.random.default_rng(seed)
     servers, ids, jt, js, blocked = random_instance(rng, max_servers=8, fit=fit)
-    # sometimes a job larger than any server
     if rng.random() < 0.3 and ids:
         js[0] = 2 * max(s[2] for s in servers if s[1] == jt[0])
         if sum(s[2] for s in servers if s[1] == jt[0]) < js[0]:
             js[0] = 1
+    return servers, ids, jt, js, blocked, rng.integers(0, 4, len(ids))
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(seed=st.integers(0, 2**32 - 1), fit=st.booleans(), split=st.booleans())
+def test_random_topologies_keep_every_rule(seed, fit, split):
+    servers, ids, jt, js, blocked, waiting = _gang_instance(seed, fit)
     topo = topo_of(servers)
     kw = dict(blocked=blocked, split_large_jobs=split, allow_overcommit=True)
-    waiting = rng.integers(0, 4, len(ids))
     p = place(topo, ids, jt, js, waiting=waiting, **kw)
     assert check_placement(servers, ids, jt, js, p, blocked=blocked, split_large_jobs=split) == []
     if fit and not any(s > max(x[2] for x in servers if x[1] == t) for t, s in zip(jt, js)):
@@ -487,18 +492,12 @@ def test_place_plan_takes_the_running_jobs_of_a_round_plan():
         place_plan(cluster, SimpleNamespace(mode="ideal"))
 
 
-def _split_gang_rounds(seed: int):
-    """Hypothesis' instance generator for ``seed``, with a gang larger than any server when
-    the draw asks for one; returns (placement, the same round placed again, split gang?)."""
-    rng = np.random.default_rng(seed)
-    servers, ids, jt, js, blocked = random_instance(rng, max_servers=8, fit=bool(seed % 2))
-    if rng.random() < 0.3 and ids:
-        js[0] = 2 * max(s[2] for s in servers if s[1] == jt[0])
-        if sum(s[2] for s in servers if s[1] == jt[0]) < js[0]:
-            js[0] = 1
+def _split_gang_rounds(seed: int, fit: bool | None = None):
+    """The Hypothesis test's instance for ``seed`` (``fit`` default: odd seeds) placed with
+    split_large_jobs; returns (placement, the same round placed again, split gang?)."""
+    servers, ids, jt, js, blocked, waiting = _gang_instance(seed, bool(seed % 2) if fit is None else fit)
     split_gang = any(s > max(x[2] for x in servers if x[1] == t) for t, s in zip(jt, js))
     kw = dict(blocked=blocked, split_large_jobs=True, allow_overcommit=True)
-    waiting = rng.integers(0, 4, len(ids))
     p = place(topo_of(servers), ids, jt, js, waiting=waiting, **kw)
     again = place(topo_of(servers), ids, jt, js, previous=p, waiting=waiting, **kw)
     return p, again, split_gang
@@ -509,16 +508,7 @@ def test_split_gang_stability_regression():
     from the continuing jobs, is rolled back, and the pooled flow of the jobs it displaced
     used to be packed into the tightest server instead of where they ran: 2 migrations in an
     unchanged round. Pooled flow now goes to a job's previous servers first."""
-    rng = np.random.default_rng(14220887)
-    servers, ids, jt, js, blocked = random_instance(rng, max_servers=8, fit=False)
-    if rng.random() < 0.3 and ids:
-        js[0] = 2 * max(s[2] for s in servers if s[1] == jt[0])
-        if sum(s[2] for s in servers if s[1] == jt[0]) < js[0]:
-            js[0] = 1
-    kw = dict(blocked=blocked, split_large_jobs=True, allow_overcommit=True)
-    waiting = rng.integers(0, 4, len(ids))
-    p = place(topo_of(servers), ids, jt, js, waiting=waiting, **kw)
-    again = place(topo_of(servers), ids, jt, js, previous=p, waiting=waiting, **kw)
+    _, again, _ = _split_gang_rounds(14220887, fit=False)
     assert again.migrations == 0
 
 

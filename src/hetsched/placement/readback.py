@@ -164,15 +164,7 @@ class _State:
             inside = set(ranked)
             own = [srv for srv in first if srv in inside]
             ranked = own + [srv for srv in ranked if srv not in own]
-        plan: list[tuple[int, int]] = []
-        left = need
-        for srv in ranked:
-            c = min(self.resid[srv], left)
-            plan.append((srv, c))
-            left -= c
-            if left == 0:
-                return plan
-        return None
+        return self.cover(ranked, need)
 
     def cover(self, servers: list[int], need: int) -> list[tuple[int, int]] | None:
         """``need`` GPUs from ``servers`` taken in that order (as many as each has), or None."""
@@ -267,12 +259,17 @@ class _Decomposition:
         usable GPUs (most first): where more GPUs for ``j`` cost no migration."""
         servers = [srv for srv, _ in sorted(self.alloc[j], key=lambda sc: -sc[1])]
         if self.has_prev[j]:
-            prev = self.req.prev_of(j)
-            prev = prev[self.req.usable[prev]]
-            if prev.size:
-                ps, cnt = np.unique(self.req.topology.gpu_server[prev], return_counts=True)
-                servers += [srv for srv in ps[np.argsort(-cnt, kind="stable")].tolist() if srv not in servers]
+            servers += [srv for srv in self.previous_servers(j) if srv not in servers]
         return servers
+
+    def previous_servers(self, j: int) -> list[int]:
+        """Servers of job ``j``'s previous usable GPUs, most GPUs first."""
+        prev = self.req.prev_of(j)
+        prev = prev[self.req.usable[prev]]
+        if not prev.size:
+            return []
+        ps, cnt = np.unique(self.req.topology.gpu_server[prev], return_counts=True)
+        return ps[np.argsort(-cnt, kind="stable")].tolist()
 
     def whole_plan(self, j: int) -> _Plan | None:
         """All ``size[j]`` GPUs for job ``j``: its previous GPUs first, then best fit; or None."""
@@ -282,16 +279,13 @@ class _Decomposition:
         if st.type_resid[k] < need:
             return None
         # previous servers, most GPUs first, when the whole gang fits there
-        prev = req.prev_of(j)
-        prev = prev[req.usable[prev]]
-        if prev.size:
-            ps, cnt = np.unique(req.topology.gpu_server[prev], return_counts=True)
-            ps = ps[np.argsort(-cnt, kind="stable")]
+        ps = self.previous_servers(j)
+        if ps:
             if self.net.too_large[j]:
-                return st.split_plan(k, need, pair=int(st.server_pair[ps[0]]), one_rack=True, first=ps.tolist())
-            for s in ps.tolist():
+                return st.split_plan(k, need, pair=int(st.server_pair[ps[0]]), one_rack=True, first=ps)
+            for s in ps:
                 if st.resid[s] >= need:
-                    return [(int(s), need)]
+                    return [(s, need)]
         return self.place_rest(j, need, False)
 
 
