@@ -257,6 +257,14 @@ class _Fill:
         return WaterFill(X, self.group_levels, status, f"water filling: {what} after {len(self.levels)} level(s)",
                          len(self.levels), model.solves, self.group_levels - self.group_margins)
 
+    def keep(self, out: SolverOutput, what: str) -> WaterFill | None:
+        """Keep ``out`` as the last solution; when the LP ``what`` failed, the result that
+        ends the fill instead (X of ``out`` if it has one, else of the last solution)."""
+        if not out.success:
+            return self.stop(out if out.has_solution else self.last, out.status, f"{what} ended {out.status!r}")
+        self.last = out
+        return None
+
     def out_of_time(self) -> WaterFill | None:
         """The "time_limit" result (X of the last solution) when no time is left, else None."""
         left = self.ctx.remaining()
@@ -323,10 +331,9 @@ def _fill_level(fill: _Fill) -> WaterFill | None:
         return stopped
     model.level_mode()
     out = fill.solve_feasible(fill.relax_frozen)
-    if not out.success:
-        return fill.stop(out if out.has_solution else fill.last, out.status,
-                         f"level LP {len(fill.levels) + 1} ended {out.status!r}")
-    fill.last = out
+    failed = fill.keep(out, f"level LP {len(fill.levels) + 1}")
+    if failed is not None:
+        return failed
     level = float(out.x[model.t])
     margin = model.margin(out.x, level, fill.active)
     capped = _cap_search(model, out, level, margin, fill.active, fill.solve_feasible, fill.max_lps)
@@ -379,10 +386,9 @@ def _slack_lps(fill: _Fill, out: SolverOutput, lv: _Level) -> WaterFill | None:
             return stopped
         model.slack_mode(undecided, cap, lv.floor)
         out = fill.solve_feasible(relax_t)
-        if not out.success:
-            return fill.stop(out if out.has_solution else fill.last, out.status,
-                             f"slack LP at level {len(fill.levels) + 1} ended {out.status!r}")
-        fill.last = out
+        failed = fill.keep(out, f"slack LP at level {len(fill.levels) + 1}")
+        if failed is not None:
+            return failed
         sigma = out.x[model.s_cols]
         rose = undecided & (sigma > threshold)
         if not rose.any():
