@@ -95,7 +95,7 @@ def make_request(topology: Topology, job_ids: Any, gpu_types: Any, num_gpus: Any
     if blocked is not None:
         usable[_gpu_ids(topology, blocked, "blocked")] = False
     _check_capacity(topology, ids, job_type, size, allow_overcommit)
-    prev_offset, prev_gpu, prev_same = _previous(topology, index, ids, job_type, usable, previous)
+    prev_offset, prev_gpu, prev_same = _previous(topology, index, ids, job_type, previous)
     check_bool(split_large_jobs, "split_large_jobs")
     return PlacementRequest(
         topology=topology,
@@ -234,7 +234,6 @@ def _previous(
     index: pd.Index,
     ids: np.ndarray,
     job_type: np.ndarray,
-    usable: np.ndarray,
     previous: Any,
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """The previous placement in CSR form (prev_offset, prev_gpu, prev_same_type): from a
