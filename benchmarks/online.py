@@ -166,7 +166,7 @@ def drivers(repeats: int) -> pd.DataFrame:
     """Part 4: simulate's loop against the OnlineScheduler driver on the quick speed rows."""
     import contextlib
 
-    from hetsched.online import simulate_online
+    from hetsched.sim.replay import simulate_online
     from hetsched.online import store as store_module
     from hetsched.sim.bench import GAVEL_CLUSTER, MIXES, gavel_catalogue
 

@@ -14,7 +14,7 @@ import pytest
 
 import hetsched
 import hetsched.cli as cli_mod
-import hetsched.sim.policy_scheduler as sim_mod
+import hetsched.rounds.policy_scheduler as sim_mod
 from hetsched.cli import main
 from hetsched.errors import MissingFieldError, SolverError
 

@@ -27,8 +27,8 @@ from hetsched.online import (
     StoreVersionError,
     ThroughputEstimator,
     holdout_errors,
-    simulate_online,
 )
+from hetsched.sim.replay import simulate_online
 
 ROOT = Path(__file__).resolve().parent.parent
 GAVEL = ROOT.parent / "shared" / "data" / "gavel" / "simulation_throughputs.json"
@@ -451,7 +451,7 @@ def test_state_tree_round_trips_data_only():
     from hetsched.formulations.base import make_policy
     from hetsched.mechanism import ShareHistory
     from hetsched.online.codec import decode, encode
-    from hetsched.sim.policy_scheduler import PolicyState
+    from hetsched.rounds.policy_scheduler import PolicyState
 
     hist = ShareHistory(gpu_types=("v100", "k80"), job_ids=np.array([3, 5]), received=np.array([[360.0, 0], [0, 7.5]]),
                         elapsed=np.array([360.0, 720.0]), attained=np.array([[360.0, 0], [0, 7.5]]),

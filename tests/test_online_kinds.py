@@ -14,7 +14,8 @@ import pytest
 import hetsched as hs
 from hetsched.errors import ValidationError
 from hetsched.formulations.spaces.packing import Packing
-from hetsched.online import OnlineScheduler, simulate_online
+from hetsched.online import OnlineScheduler
+from hetsched.sim.replay import simulate_online
 from hetsched.inputs.throughputs import generate_catalogue
 
 

@@ -25,7 +25,7 @@ from hetsched.sim import (
     simulate,
     trace_from_table,
 )
-from hetsched.sim.load_report import EXPECTED_REASONS
+from hetsched.inputs.traces.load_report import EXPECTED_REASONS
 
 FIX = Path(__file__).parent / "fixtures"
 TPUT = FIX / "gavel_throughputs_small.json"

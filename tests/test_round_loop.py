@@ -169,8 +169,8 @@ def test_sia_hands_its_configuration_back_as_current() -> None:
     res = hs.simulate(sched, trace, CLUSTER)
     assert res.summary["n_completed"] == 6
     state = sched.initial_state()
-    from hetsched.sim.loop import _Workload
-    from hetsched.sim.ledger import Ledger
+    from hetsched.rounds.loop import _Workload
+    from hetsched.rounds.ledger import Ledger
 
     w = _Workload.build(trace, CLUSTER, SimOptions(), sched)
     led = Ledger(w.total, 3, restart_seconds=0.0, record_runs=False)
@@ -332,7 +332,7 @@ def test_a_pending_solve_is_reported_to_the_driver() -> None:
 def test_policy_scheduler_rows_pass_the_rules_it_is_trusted_with(policy) -> None:
     # PolicyScheduler declares rows_checked (the driver skips check_rows for it): verify that
     # claim by checking every round's rows independently.
-    from hetsched.sim.rounds import check_rows
+    from hetsched.rounds.protocol import check_rows
 
     sched = PolicyScheduler(policy)
     assert sched.rows_checked is True
@@ -356,7 +356,7 @@ def test_a_failed_certificate_is_counted_by_the_simulator(monkeypatch) -> None:
     # log marks it not ok and the summary counts it.
     import dataclasses as dc
 
-    import hetsched.sim.policy_scheduler as ps
+    import hetsched.rounds.policy_scheduler as ps
 
     real = ps.solve
 
@@ -388,7 +388,7 @@ def test_a_pair_table_does_not_change_the_generated_jobs() -> None:
 def test_fast_accounting_path_equals_the_general_one(policy, kw, monkeypatch) -> None:
     # Whole one-job rows take a lean accounting path; forcing every round through the general
     # path (pairs, shares) must give exactly the same jobs, rounds and run-log tables.
-    from hetsched.sim.ledger import Ledger
+    from hetsched.rounds.ledger import Ledger
 
     spec = {"n_jobs": 25, "rate_per_hour": 6.0, "long_job_prob": 0.0}
     cl = hs.Cluster({"v100": 8, "p100": 4, "k80": 4})

@@ -14,8 +14,8 @@ from hypothesis import strategies as st
 
 import hetsched as hs
 from hetsched import validation as V
-from hetsched.sim.load_report import LoadReport, RowChecks
-from hetsched.sim.trace_cells import Field, apply_schema
+from hetsched.inputs.traces.load_report import LoadReport, RowChecks
+from hetsched.inputs.traces.cells import Field, apply_schema
 
 TYPES = ["v100", "k80"]
 

@@ -104,6 +104,24 @@ MOVED_MODULES = {
     "hetsched.structured": "hetsched.solvers.structured",
     **{f"hetsched.structured.{m}": f"hetsched.solvers.structured.{m}"
        for m in ("backend", "floor", "level", "master", "options", "pricing", "problem", "solver")},
+    # issue 24: the round engine has a package of its own, trace readers joined the inputs
+    "hetsched.sim.rounds": "hetsched.rounds.protocol",
+    "hetsched.sim.policy_scheduler": "hetsched.rounds.policy_scheduler",
+    "hetsched.sim.placing": "hetsched.rounds.placing",
+    "hetsched.sim.ledger": "hetsched.rounds.ledger",
+    "hetsched.sim.loop": "hetsched.rounds.loop",
+    "hetsched.sim.readers": "hetsched.inputs.traces.readers",
+    "hetsched.sim.gavel_trace": "hetsched.inputs.traces.gavel",
+    "hetsched.sim.trace_cells": "hetsched.inputs.traces.cells",
+    "hetsched.sim.load_report": "hetsched.inputs.traces.load_report",
+    "hetsched.sim.trace": "hetsched.inputs.trace",
+    "hetsched.online.replay": "hetsched.sim.replay",
+}
+
+#: Names that moved to another package (issue 24), as ``(package, name) -> new module``: the
+#: old attribute still works for one release and warns when called.
+MOVED_NAMES = {
+    ("hetsched.online", "simulate_online"): "hetsched.sim.replay",
 }
 
 
@@ -135,6 +153,17 @@ def _install_moved_modules() -> None:
         parent_mod = sys.modules.get(parent)
         if parent_mod is not None and child not in vars(parent_mod):
             setattr(parent_mod, child, sys.modules[old])
+
+    for (package, name), new in MOVED_NAMES.items():
+        target = getattr(importlib.import_module(new), name)
+
+        def forward(*args, _target=target, _old=f"{package}.{name}", _new=f"{new}.{name}", **kwargs):
+            warnings.warn(f"{_old} moved to {_new}; import it from there (the old name will be removed in the "
+                          "next release).", DeprecationWarning, stacklevel=2)
+            return _target(*args, **kwargs)
+
+        forward.__name__, forward.__doc__ = name, target.__doc__
+        setattr(importlib.import_module(package), name, forward)
 
 
 _install_moved_modules()

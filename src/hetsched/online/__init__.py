@@ -7,15 +7,15 @@ reports and state that survives restarts (see ``docs/online.md``).
   against a reference table (:mod:`.estimator`); :func:`holdout_errors` measures it;
 * :func:`register_state_type` — lets a custom round scheduler's state dataclass into the
   store's data-only snapshot (:mod:`.codec`);
-* :func:`simulate_online` — the simulated-clock driver of :class:`OnlineScheduler` (what
-  ``hetsched.simulate(..., learn_throughputs=True)`` runs).
+
+Its simulated-clock driver, :func:`hetsched.sim.replay.simulate_online` (what
+``hetsched.simulate(..., learn_throughputs=True)`` runs), lives with the simulator.
 """
 
 from __future__ import annotations
 
 from .codec import register_state_type
 from .estimator import COMPLETIONS, ThroughputEstimator, holdout_errors
-from .replay import simulate_online
 from .scheduler import OnlinePlan, OnlineScheduler
 from .store import (
     SCHEMA_VERSION,
@@ -37,5 +37,4 @@ __all__ = [
     "ThroughputEstimator",
     "holdout_errors",
     "register_state_type",
-    "simulate_online",
 ]

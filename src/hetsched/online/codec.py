@@ -89,8 +89,8 @@ def _builtins() -> None:
     from ..mechanism.history import ShareHistory
     from ..mechanism.plan import RoundPlan
     from ..schedulers.tiresias import TiresiasPlan, TiresiasState
-    from ..sim.policy_scheduler import PolicyState
-    from ..sim.rounds import RoundRows
+    from ..rounds.policy_scheduler import PolicyState
+    from ..rounds.protocol import RoundRows
 
     register_state_type(ShareHistory, skip=("version",))
     register_state_type(PolicyState, skip=("policy",))

@@ -51,11 +51,11 @@ from ..inputs.cluster import Cluster
 from ..inputs.jobs import STEPS_MAX, THROUGHPUT_RANGE, WEIGHT_RANGE
 from ..inputs.throughputs import ThroughputCatalogue
 from ..placement.result import Placement
-from ..sim.loop import as_scheduler, scheduler_label
+from ..rounds.loop import as_scheduler, scheduler_label
 from ..sim.options import SimOptions
-from ..sim.placing import RoundPlacer
-from ..sim.policy_scheduler import WORKLOAD, PolicyState
-from ..sim.rounds import RoundRows, RoundView, check_rows
+from ..rounds.placing import RoundPlacer
+from ..rounds.policy_scheduler import WORKLOAD, PolicyState
+from ..rounds.protocol import RoundRows, RoundView, check_rows
 from ..validation import (
     check_bool,
     check_int,

@@ -30,7 +30,7 @@ from ..formulations.base import Policy
 from ..formulations.spaces.packing import Packing
 from ..formulations.spaces.placement_sensitivity import PlacementSensitivity
 from ..inputs.throughputs import PairThroughputs, ThroughputCatalogue
-from ..sim.policy_scheduler import WORKLOAD, bind_workload
+from ..rounds.policy_scheduler import WORKLOAD, bind_workload
 
 __all__ = ["SPREAD", "SideRates", "bind_online", "online_packing", "online_sensitivity", "reference_rows"]
 
@@ -230,7 +230,7 @@ def bind_online(policy: Policy, *, ids: np.ndarray, active: np.ndarray, scale_fa
                 sides: SideRates, reference: ThroughputCatalogue | None, rows: np.ndarray,
                 gpu_types: Sequence[str]) -> Policy:
     """``policy`` with its per-job tables bound to the jobs submitted so far: tables keyed by
-    job id re-keyed to job numbers (:func:`~hetsched.sim.policy_scheduler.bind_workload`),
+    job id re-keyed to job numbers (:func:`~hetsched.rounds.policy_scheduler.bind_workload`),
     ``"workload"`` tables built by :func:`online_packing` / :func:`online_sensitivity`."""
     changes: dict[str, Any] = {}
     for name in ("packing", "placement_sensitivity"):

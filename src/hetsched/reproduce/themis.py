@@ -22,7 +22,7 @@ from ..inputs.throughputs import ThroughputCatalogue
 from ..policies import FinishTimeFairness, MaxMinFairness
 from ..sim.bench import GAVEL_CLUSTER, MIXES
 from ..sim.simulator import simulate
-from ..sim.trace import generate_workload
+from ..inputs.trace import generate_workload
 from .base import ExperimentResult, Settings, published_table
 
 __all__ = ["FTF_POLICIES", "ftf_run", "ftf_summary", "run_themis"]

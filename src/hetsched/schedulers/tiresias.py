@@ -454,7 +454,7 @@ class Tiresias:
         """The round loop's entry (:class:`~hetsched.sim.RoundScheduler`): :meth:`plan` on the
         view's active jobs, as allocation rows (whole gangs at their consolidated throughput,
         or the unconsolidated one when placement spreads them)."""
-        from ..sim.rounds import RoundRows
+        from ..rounds.protocol import RoundRows
 
         if self.service == "epochs":
             raise ValidationError(
@@ -471,7 +471,7 @@ class Tiresias:
     def record_round(self, state: TiresiasState, ran: Any, seconds: np.ndarray) -> TiresiasState:
         """The round loop's record: :meth:`record` with the rows that ran and how long each ran
         (jobs that did not run wait the whole round)."""
-        from ..sim.policy_scheduler import ran_plan
+        from ..rounds.policy_scheduler import ran_plan
 
         plan = ran_plan(ran)
         per_job = np.full(plan.n_jobs, float(plan.round_seconds))

@@ -26,8 +26,8 @@ from __future__ import annotations
 from .config import ExperimentConfig, load_config, run_config
 from .metrics import FTF_THRESHOLD, package_versions, window_mask
 from .options import SimOptions
-from .policy_scheduler import PolicyScheduler
-from .readers import (
+from ..rounds.policy_scheduler import PolicyScheduler
+from ..inputs.traces.readers import (
     JOB_TABLE_COLUMNS,
     load_trace,
     read_gavel_cluster_specs,
@@ -38,10 +38,10 @@ from .readers import (
     trace_from_table,
 )
 from .result import SimulationResult
-from .rounds import RoundRows, RoundScheduler, RoundView
+from ..rounds.protocol import RoundRows, RoundScheduler, RoundView
 from .simulator import as_scheduler, simulate
 from .sweep import expand_grid, sweep
-from .trace import Trace, as_trace, generate_workload
+from ..inputs.trace import Trace, as_trace, generate_workload
 
 __all__ = [
     "FTF_THRESHOLD",

@@ -25,7 +25,7 @@ from ..inputs.throughputs import (
 )
 from ..policies import MaxMinFairness
 from .simulator import simulate
-from .trace import generate_workload
+from ..inputs.trace import generate_workload
 
 __all__ = ["GAVEL_CLUSTER", "gavel_catalogue", "speed_run"]
 

@@ -39,10 +39,10 @@ from ..errors import ValidationError
 from ..formulations.base import Policy, make_policy
 from ..inputs.cluster import Cluster
 from ..inputs.throughputs import load_gavel_throughputs
-from .readers import load_trace
+from ..inputs.traces.readers import load_trace
 from .simulator import simulate
 from .sweep import expand_grid, sweep
-from .trace import generate_workload
+from ..inputs.trace import generate_workload
 
 __all__ = ["ExperimentConfig", "load_config", "run_config"]
 

@@ -32,8 +32,8 @@ from typing import Any
 import numpy as np
 
 from ..inputs.cluster import Cluster
-from .ledger import Ledger
-from .loop import (
+from ..rounds.ledger import Ledger
+from ..rounds.loop import (
     _add_plan_time,
     _options,
     _result,
@@ -43,9 +43,9 @@ from .loop import (
     run_rounds,
 )
 from .options import SimOptions
-from .placing import RoundPlacer
+from ..rounds.placing import RoundPlacer
 from .result import SimulationResult
-from .rounds import RoundRows, RoundScheduler, check_rows
+from ..rounds.protocol import RoundRows, RoundScheduler, check_rows
 
 __all__ = ["SimulationResult", "as_scheduler", "simulate"]
 
@@ -162,7 +162,7 @@ def simulate(scheduler: Any, workload: Any, cluster: Cluster, *, options: SimOpt
     wall0 = time.perf_counter()
     opts = _options(options, kwargs)
     if opts.learn_throughputs:   # the same loop with an OnlineScheduler learning throughputs in it
-        from ..online.replay import simulate_online
+        from .replay import simulate_online
 
         return simulate_online(scheduler, workload, cluster, learn=True, report_noise=opts.report_noise,
                                reference=opts.throughput_reference, options=opts)

@@ -25,10 +25,10 @@ from ..executors import broken_pool_hint, process_pool
 from ..formulations.base import make_policy
 from ..inputs.cluster import Cluster
 from ..validation import check_int, check_mapping, fail
-from .loop import scheduler_label
+from ..rounds.loop import scheduler_label
 from .options import SimOptions
 from .simulator import simulate
-from .trace import Trace, generate_workload
+from ..inputs.trace import Trace, generate_workload
 
 __all__ = ["TIMING_COLUMNS", "expand_grid", "run_one", "sweep"]
 

@@ -3,7 +3,7 @@ Philly-derived ``msr`` traces) and the ``cluster_specs.json`` of its msr experim
 
 Read from local files only; rows are checked column at once (:mod:`.trace_cells`) and the
 rows not kept are counted in a load report (:mod:`.load_report`). Re-exported by
-:mod:`hetsched.sim.readers` and :mod:`hetsched.sim`.
+:mod:`hetsched.inputs.traces.readers` and :mod:`hetsched.sim`.
 """
 
 from __future__ import annotations
@@ -15,17 +15,17 @@ from typing import Any
 
 import numpy as np
 
-from ..errors import ValidationError
-from ..inputs.cluster import Cluster
-from ..inputs.jobs import JobSet
-from ..inputs.throughputs import (
+from ...errors import ValidationError
+from ..cluster import Cluster
+from ..jobs import JobSet
+from ..throughputs import (
     ThroughputCatalogue,
     load_gavel_throughputs,
     reference_column,
 )
 from .load_report import LoadReport, RowChecks
-from .trace import Trace
-from .trace_cells import Column, Field, apply_schema, decode_text, path_arg
+from ..trace import Trace
+from .cells import Column, Field, apply_schema, decode_text, path_arg
 
 __all__ = ["read_gavel_cluster_specs", "read_gavel_trace", "reference_column"]
 
@@ -100,7 +100,7 @@ def read_gavel_trace(
     errors : {"drop", "skip", "raise"}, default "drop"
         "drop": rows without a throughput-table row are dropped and counted, malformed rows
         raise; "skip": malformed rows are dropped and counted too; "raise": every row not
-        kept raises (see :mod:`hetsched.sim.load_report`).
+        kept raises (see :mod:`hetsched.inputs.traces.load_report`).
 
     Returns
     -------

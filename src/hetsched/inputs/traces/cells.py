@@ -1,6 +1,6 @@
 """Column-at-once parsing of trace cells, and the checks every cluster-log reader ends with.
 
-Shared by :mod:`hetsched.sim.readers`: a column of text cells becomes numbers or times in
+Shared by :mod:`hetsched.inputs.traces.readers`: a column of text cells becomes numbers or times in
 one pandas call, and only the cells that call rejects are parsed again one by one, for the
 message that names the field and the value (:func:`number`, :func:`timestamp`).
 :func:`finish_table` checks arrival order, duplicate ids and cluster fit over the rows a
@@ -23,9 +23,9 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from ..errors import ValidationError
-from ..inputs.cluster import Cluster
-from ..validation import check_bool
+from ...errors import ValidationError
+from ..cluster import Cluster
+from ...validation import check_bool
 from .load_report import LoadReport, RowChecks
 
 __all__ = [

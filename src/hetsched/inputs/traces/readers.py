@@ -14,7 +14,7 @@ Two kinds of source:
   job a job type from a throughput catalogue (uniform among the types that have a row at
   the job's GPU count, seeded) and turns its duration into steps at that type's throughput.
 
-**Rows the readers do not keep** (:mod:`hetsched.sim.load_report`). Real traces hold
+**Rows the readers do not keep** (:mod:`hetsched.inputs.traces.load_report`). Real traces hold
 jobs that never started, never finished or lasted zero seconds, and Gavel's msr traces
 hold job types the throughput table lacks: by default (``errors="drop"``) such rows are
 dropped and counted by reason in a load report, ``meta["load_report"]`` of the trace
@@ -28,9 +28,9 @@ first in file order). ``meta["skipped"]`` lists the message of every dropped row
 
 The readers parse columns at once (pandas, numpy) and build messages only for the rows
 they name. Each format's numeric and time columns are described as data (``_HELIOS``,
-``_PAI_JOB_FIELDS``, ...: :class:`~hetsched.sim.trace_cells.Field`, how a cell is read, what
+``_PAI_JOB_FIELDS``, ...: :class:`~hetsched.inputs.traces.cells.Field`, how a cell is read, what
 an absent one means, the rule its value follows) and checked by one routine
-(:func:`~hetsched.sim.trace_cells.apply_schema` and its parts). Nothing is ever downloaded.
+(:func:`~hetsched.inputs.traces.cells.apply_schema` and its parts). Nothing is ever downloaded.
 """
 
 from __future__ import annotations
@@ -47,15 +47,15 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from ..errors import ValidationError
-from ..inputs.cluster import Cluster
-from ..inputs.jobs import JobSet
-from ..inputs.throughputs import ThroughputCatalogue, load_gavel_throughputs
-from ..validation import check_choice
-from .gavel_trace import read_gavel_cluster_specs, read_gavel_trace, reference_column
+from ...errors import ValidationError
+from ..cluster import Cluster
+from ..jobs import JobSet
+from ..throughputs import ThroughputCatalogue, load_gavel_throughputs
+from ...validation import check_choice
+from .gavel import read_gavel_cluster_specs, read_gavel_trace, reference_column
 from .load_report import LoadReport, RowChecks
-from .trace import Trace
-from .trace_cells import (
+from ..trace import Trace
+from .cells import (
     ABSENT,
     JOB_TABLE_COLUMNS,
     OK,
@@ -192,7 +192,7 @@ def read_philly_trace(
     sort : bool, default False
         Sort by submission time instead of requiring the file to be in order.
     errors : {"drop", "skip", "raise"}, default "drop"
-        See :mod:`hetsched.sim.load_report`.
+        See :mod:`hetsched.inputs.traces.load_report`.
 
     Returns
     -------
@@ -347,7 +347,7 @@ def _span_message(named: Callable[[int], str], start: Sequence[Any], end: Sequen
 def _finish(chk: RowChecks, report: LoadReport, cols: dict[str, Any], meta: dict[str, Any], *, sort: bool,
             cluster: Cluster | None, counts: Mapping[str, str]) -> pd.DataFrame:
     """Build phase of the cluster-log readers: the job table
-    (:func:`~hetsched.sim.trace_cells.finish_table`), then ``meta[key]`` = the count of rows
+    (:func:`~hetsched.inputs.traces.cells.finish_table`), then ``meta[key]`` = the count of rows
     filtered for ``reason`` for every ``key -> reason`` of ``counts``."""
     df = finish_table(chk, report, cols, sort=sort, cluster=cluster, meta=meta)
     for key, reason in counts.items():
@@ -500,7 +500,7 @@ def _csv_table(text: str, width: int | None, *, fill: str | None, numeric: Seque
     """Line numbers, cell counts and the first ``width`` columns (default: as many as the
     first record has; ``fill`` where a record is shorter) of the non-empty CSV records
     (without the first with ``skip_first``); ``numeric`` columns may come as float arrays,
-    and columns not in ``usecols`` as None (:func:`~hetsched.sim.trace_cells.csv_columns`)."""
+    and columns not in ``usecols`` as None (:func:`~hetsched.inputs.traces.cells.csv_columns`)."""
     fast = csv_columns(text, width, numeric=numeric, skip_first=skip_first, usecols=usecols)
     if fast is not None:
         lines, cols = fast
@@ -912,7 +912,7 @@ def load_trace(
         Checks that every job fits.
     errors : {"drop", "skip", "raise"}, default "drop"
         Rows real traces contain are dropped and counted (``meta["load_report"]``),
-        malformed rows raise; see :mod:`hetsched.sim.load_report`.
+        malformed rows raise; see :mod:`hetsched.inputs.traces.load_report`.
     **options
         Passed to the reader (e.g. ``sort=True``, ``states=[...]``, ``vc=[...]`` for Philly) or to
         :func:`trace_from_table` (``unmatched``, ``gpu_type_map``, ``reference_gpu_type``).
@@ -939,7 +939,7 @@ def load_trace(
         return read_gavel_trace(p, throughputs, cluster=cluster, errors=errors,
                                 reference_gpu_type=table_opts.get("reference_gpu_type"), **options)
     if throughputs is None:
-        from ..inputs.throughputs import generate_catalogue
+        from ..throughputs import generate_catalogue
 
         cat = generate_catalogue(seed=seed)
     elif isinstance(throughputs, ThroughputCatalogue):

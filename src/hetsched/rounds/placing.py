@@ -19,7 +19,7 @@ import numpy as np
 
 from ..inputs.cluster import Cluster
 from ..placement import place
-from .rounds import RoundRows
+from .protocol import RoundRows
 
 __all__ = ["PlacedRound", "RoundPlacer"]
 

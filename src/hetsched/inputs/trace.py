@@ -8,7 +8,7 @@ job types and absolute SLO deadlines.
 :func:`generate_workload` draws one with Gavel's Philly-derived generator (Poisson arrivals
 at ``rate_per_hour``, scale factors 1/2/4/8 w.p. 0.70/0.10/0.15/0.05, durations
 :math:`10^{U(1.5,3)}` min w.p. 0.8 else :math:`10^{U(3,4)}` min, job types from the
-throughput table); :mod:`hetsched.sim.readers` reads traces from files.
+throughput table); :mod:`hetsched.inputs.traces.readers` reads traces from files.
 """
 
 from __future__ import annotations
@@ -24,9 +24,9 @@ import numpy as np
 import pandas as pd
 
 from ..errors import ValidationError, show
-from ..inputs.jobs import JobSet
-from ..inputs.throughputs import ThroughputCatalogue, generate_catalogue
-from ..inputs.workloads import Workload, sample_jobs
+from .jobs import JobSet
+from .throughputs import ThroughputCatalogue, generate_catalogue
+from .workloads import Workload, sample_jobs
 from ..validation import check_matrix
 
 __all__ = ["Trace", "as_trace", "generate_workload"]

@@ -46,7 +46,7 @@ from ..formulations.base import Policy, make_policy
 from ..mechanism import ShareHistory, carve_shares, plan_round_arrays
 from ..mechanism.plan import MODES, RULES
 from ..validation import check_bool, check_choice, check_nonneg, check_positive, fail
-from .rounds import RoundRows, RoundView
+from .protocol import RoundRows, RoundView
 
 __all__ = ["ARRIVALS", "WORKLOAD", "PolicyScheduler", "PolicyState"]
 

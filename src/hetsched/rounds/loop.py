@@ -27,12 +27,12 @@ from ..formulations.common import isolated_allocation_arrays
 from ..inputs.cluster import Cluster
 from ..inputs.jobs import JobSet
 from .ledger import Ledger
-from .metrics import package_versions, summarize, window_mask
-from .options import SimOptions
+from ..sim.metrics import package_versions, summarize, window_mask
+from ..sim.options import SimOptions
 from .policy_scheduler import WORKLOAD, PolicyScheduler, bind_workload
-from .result import SimulationResult
-from .rounds import NO_SLO, RoundScheduler, RoundView
-from .trace import Trace, as_trace, generate_workload
+from ..sim.result import SimulationResult
+from .protocol import NO_SLO, RoundScheduler, RoundView
+from ..inputs.trace import Trace, as_trace, generate_workload
 
 __all__ = ["RoundClock", "as_scheduler", "run_rounds", "scheduler_label"]
 

@@ -20,7 +20,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from .rounds import RoundRows
+from .protocol import RoundRows
 
 __all__ = ["ROUND_COLUMNS", "RUN_COLUMNS", "Ledger"]
 

@@ -1,10 +1,10 @@
 """simulate_online(): an :class:`~hetsched.online.OnlineScheduler` driven by a simulated clock.
 
 The driver plays the cluster: it submits each job when it arrives, asks ``next_round(t)``
-for the plan, runs the plan's rows on the simulator's :class:`~hetsched.sim.ledger.Ledger`
+for the plan, runs the plan's rows on the simulator's :class:`~hetsched.rounds.ledger.Ledger`
 at the jobs' *true* throughputs, reports what each job did (``report(job, type, steps,
 seconds, partner=, spread=, gpus=)``), completes the jobs that finished and moves the clock
-one round. The loop is :func:`hetsched.sim.loop.run_rounds`, the one
+one round. The loop is :func:`hetsched.rounds.loop.run_rounds`, the one
 :func:`hetsched.simulate` runs (arrivals, idle jumps, stalls, windows, the result tables);
 only the per-round call differs. So with the true throughputs given at submit (pair rates
 from the workload's catalogue by job type, spread rates at submit) and exact reports the two
@@ -32,14 +32,14 @@ import numpy as np
 from ..errors import ValidationError
 from ..inputs.cluster import Cluster
 from ..inputs.throughputs import ThroughputCatalogue
-from ..sim.ledger import Ledger
-from ..sim.loop import _add_plan_time, _options, _result, _Workload, prepare, run_rounds
-from ..sim.options import SimOptions
-from ..sim.policy_scheduler import WORKLOAD
-from ..sim.result import SimulationResult
-from ..sim.rounds import RoundRows
+from ..rounds.ledger import Ledger
+from ..rounds.loop import _add_plan_time, _options, _result, _Workload, prepare, run_rounds
+from .options import SimOptions
+from ..rounds.policy_scheduler import WORKLOAD
+from .result import SimulationResult
+from ..rounds.protocol import RoundRows
 from ..validation import check_bool, check_nonneg
-from .scheduler import OnlineScheduler
+from ..online.scheduler import OnlineScheduler
 
 __all__ = ["simulate_online"]
 
@@ -129,7 +129,7 @@ def _drive(online: OnlineScheduler, w: _Workload, opts: SimOptions, wall0: float
 
 
 class _OnlineStep:
-    """simulate_online's per-round call (see :func:`hetsched.sim.loop.run_rounds`): submit
+    """simulate_online's per-round call (see :func:`hetsched.rounds.loop.run_rounds`): submit
     arrivals, ``next_round``, run the rows at the true rates, report what each job did and
     complete the jobs that finished."""
 

@@ -35,8 +35,8 @@ from typing import Any
 
 import numpy as np
 
-from ..errors import ValidationError
-from ..validation import check_choice
+from ...errors import ValidationError
+from ...validation import check_choice
 
 __all__ = ["ERRORS", "EXPECTED_REASONS", "FILTER_REASONS", "LoadReport", "RowChecks"]
 
