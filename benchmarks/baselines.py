@@ -102,7 +102,8 @@ def run(n_jobs: int, seeds: list[int], counts: dict[str, int], only: set[str] | 
             for name, sched in schedulers(past).items():
                 if only and name not in only:
                     continue
-                res = simulate(sched, trace, cluster, round_seconds=ROUND_SECONDS, record_runs=False)
+                opts = hs.SimOptions(round_seconds=ROUND_SECONDS, record_runs=False)
+                res = simulate(sched, trace, cluster, options=opts)
                 rows.append(_row(res, workload=wname, seed=seed, scheduler=name, n_jobs=n_jobs))
                 jcts.append((wname, seed, name, res.jobs.loc[res.jobs["completed"], "jct"].to_numpy()))
                 print(f"  {wname:11s} seed {seed} {name:26s} avg JCT {rows[-1]['avg_jct'] / 3600:7.2f} h  "
@@ -117,8 +118,8 @@ def restart_part(n_jobs: int, counts: dict[str, int], costs: list[float]) -> pd.
     for name in ("max_min_fairness", "sia", "tiresias", "fifo"):
         for cost in costs:
             sched = Tiresias(thresholds=(3600.0, 36000.0), promote_knob=8.0) if name == "tiresias" else name
-            res = simulate(sched, trace, hs.Cluster(counts), round_seconds=ROUND_SECONDS, restart_seconds=cost,
-                           record_runs=False)
+            opts = hs.SimOptions(round_seconds=ROUND_SECONDS, restart_seconds=cost, record_runs=False)
+            res = simulate(sched, trace, hs.Cluster(counts), options=opts)
             rows.append(_row(res, workload="philly_mix", seed=0, scheduler=name, n_jobs=n_jobs, restart_cost=cost))
     return pd.DataFrame(rows)
 

@@ -33,6 +33,7 @@ import pandas as pd
 
 import hetsched as hs
 from hetsched.sim import load_trace
+from hetsched.sim.options import make_options
 
 ROOT = Path(__file__).resolve().parent
 DATA = ROOT.parent.parent / "shared" / "data" / "gavel"
@@ -44,7 +45,7 @@ GENERATED_CLUSTER = {"v100": 4, "p100": 4, "k80": 4}
 
 def _run(label: str, trace, cluster: hs.Cluster, policy, **kw) -> dict:
     t0 = time.perf_counter()
-    res = hs.simulate(policy, trace, cluster, record_runs=False, **kw)
+    res = hs.simulate(policy, trace, cluster, options=make_options(record_runs=False, **kw))
     s = res.summary
     return {"trace": label, "policy": res.config["policy"], "settings": kw.get("preset", "default"),
             "n_jobs": s["n_jobs"], "completed": s["n_completed"], "status": s["status"],

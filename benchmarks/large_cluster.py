@@ -14,7 +14,7 @@ Paths (``method``):
 * ``highs-ipx`` - HiGHS interior point (IPX) with crossover;
 * ``auto`` - ``solver="auto"`` (Clarabel for large LPs);
 * ``structured`` - ``solver="structured"`` (hetsched.solvers.structured);
-* ``pop-k{4,16,64}`` - ``hetsched.solvers.partition.Partitioned(k=...)``, sub-problems solved with
+* ``pop-k{4,16,64}`` - ``hetsched.Partitioned(policy=..., k=...)``, sub-problems solved with
   ``solver="structured"`` in a process pool (2 workers here);
 * on catalogue rows every path aggregates identical jobs first (``aggregate=True``);
   ``no-aggregation`` is the structured path on the un-aggregated jobs.
@@ -57,7 +57,8 @@ import numpy as np
 
 import hetsched as hs
 import hetsched.solvers.structured as st
-from hetsched.solvers.partition import Partitioned, default_workers
+from hetsched.api import Partitioned
+from hetsched.executors import default_workers
 from hetsched.inputs.throughputs import generate_catalogue
 from hetsched.inputs.workloads import random_jobs, sample_jobs
 
@@ -141,7 +142,7 @@ METHODS = {
 def run_method(method: Method, inst: Instance, policy, limit: float | None) -> dict:
     pol = policy()
     if method.k:
-        pol = Partitioned(pol, k=method.k, seed=0)
+        pol = Partitioned(policy=pol, k=method.k, seed=0)
     t0 = time.perf_counter()
     try:
         res = hs.solve(pol, inst.jobs, inst.cluster, solver=method.solver, options=method.options,

@@ -148,14 +148,14 @@ def jct(n_jobs: int, seeds: list[int], policies: list[str]) -> pd.DataFrame:
     for pol in policies:
         for seed in seeds:
             wl = {"n_jobs": n_jobs, "rate_per_hour": 3.0}
-            oracle = hs.simulate(pol, wl, cluster, seed=seed)
+            oracle = hs.simulate(pol, wl, cluster, options=hs.SimOptions(seed=seed))
             base = oracle.summary["avg_jct"]
             rows.append({"policy": pol, "seed": seed, "mode": "oracle", "noise": 0.0, "reference": "-",
                          "avg_jct_h": base / 3600, "jct_change_pct": 0.0})
             for noise in (0.0, 0.1, 0.3):
                 for rname, r in (("none", None), ("generated-seed99", ref)):
-                    res = hs.simulate(pol, wl, cluster, seed=seed, learn_throughputs=True, report_noise=noise,
-                                      throughput_reference=r)
+                    opts = hs.SimOptions(seed=seed, learn_throughputs=True, report_noise=noise, throughput_reference=r)
+                    res = hs.simulate(pol, wl, cluster, options=opts)
                     v = res.summary["avg_jct"]
                     rows.append({"policy": pol, "seed": seed, "mode": "learned", "noise": noise, "reference": rname,
                                  "avg_jct_h": v / 3600, "jct_change_pct": 100 * (v / base - 1)})
@@ -175,8 +175,8 @@ def drivers(repeats: int) -> pd.DataFrame:
     for mix, load, placement in [("single", 4.0, False), ("single", 4.0, True), ("multi", 1.5, False)]:
         tr = hs.generate_workload(800, rate_per_hour=load, seed=0, catalogue=cat, scale_factor_probs=MIXES[mix])
         cl = hs.Cluster.from_servers(GAVEL_CLUSTER, gpus_per_server=8) if placement else hs.Cluster(GAVEL_CLUSTER)
-        kw = {"window": (100, 400), "max_time": 200 * 24 * 3600.0, "placement": placement, "seed": 0,
-              "record_runs": False}
+        kw = {"options": hs.SimOptions(window=(100, 400), max_time=200 * 24 * 3600.0, placement=placement, seed=0,
+                                       record_runs=False)}
         runs = {"simulate": hs.simulate, "online": lambda p, t, c, **k: simulate_online(p, t, c, learn=False, **k)}
         wall: dict[str, list[float]] = {name: [] for name in runs}
         jct = {}

@@ -144,7 +144,7 @@ def reference_part(cat, window: tuple[int, int], load: float, seed: int) -> list
     rows = []
     t0 = time.perf_counter()
     res = simulate(MaxMinFairness(second_stage=False), tr, hs.Cluster(dict(zip(tr.gpu_types, C.astype(int)))),
-                   record_runs=False)
+                   options=hs.SimOptions(record_runs=False))
     ours = time.perf_counter() - t0
     t0 = time.perf_counter()
     fin, rounds, solves = reference_simulate(np.asarray(tr.jobs.throughputs), tr.jobs.scale_factors,

@@ -33,6 +33,7 @@ import pandas as pd
 
 import hetsched as hs
 from hetsched.sim import generate_workload, load_trace
+from hetsched.sim.options import make_options
 
 ROOT = Path(__file__).resolve().parent
 DATA = ROOT.parent.parent / "shared" / "data" / "gavel"
@@ -82,7 +83,7 @@ def main(argv: list[str] | None = None) -> pd.DataFrame:
     for name, trace in traces(catalogue).items():
         for label, kw in settings:
             for solver in ("highs", "clarabel"):
-                res = hs.simulate(policy, trace, cluster, placement=False, solver=solver, **kw)
+                res = hs.simulate(policy, trace, cluster, options=make_options(placement=False, solver=solver, **kw))
                 s = res.summary
                 wait = longest_wait(res)
                 rows.append({"trace": name, "settings": label, "solver": solver,

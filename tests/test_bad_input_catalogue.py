@@ -37,7 +37,7 @@ from hetsched.errors import (
     UnknownSolverError,
     ValidationError,
 )
-from hetsched.sim import readers as R
+from hetsched.inputs.traces import readers as R
 
 JOBS = hs.JobSet([[2.0, 1.0], [1.0, 1.0]], gpu_types=["v100", "k80"], ids=["a", "b"], steps_remaining=[100.0, 200.0])
 CLUSTER = hs.Cluster({"v100": 2, "k80": 2})
@@ -95,7 +95,7 @@ CASES: list[Case] = [
     C("solve", "fits-some-host", lambda t: hs.solve("max_min_fairness", hs.JobSet([[1.0]], cpus_per_gpu=[64.0], **ONE),
                                                   hs.Cluster({"g": 1}, cpus={"g": 8.0})),
       ValidationError, r"`cpus_per_gpu`", r"more than any GPU type it can run on has", r"= 64\.0 x 1 GPU"),
-    C("solve", "partitioned-k-jobs", lambda t: hs.solve(hs.Partitioned("max_min_fairness", k=5), JOBS, CLUSTER),
+    C("solve", "partitioned-k-jobs", lambda t: hs.solve(hs.Partitioned(policy="max_min_fairness", k=5), JOBS, CLUSTER),
       ValidationError, r"`k`", r"at most the number of jobs \(2\)", r"got 5"),
     C("solve", "entity-weights-complete",
       lambda t: hs.solve(P.HierarchicalMaxMinFairness(entity_weights={"u": 1.0}),
@@ -322,17 +322,17 @@ CASES: list[Case] = [
     C("policies", "hierarchical-aware", lambda t: P.HierarchicalMaxMinFairness(heterogeneity_aware="yes"),
       ValidationError, r"`heterogeneity_aware`", r"True or False", r"'yes'"),
     # ---------------------------------------------------------------- hs.Partitioned
-    C("Partitioned", "k", lambda t: hs.Partitioned("max_min_fairness", k=0),
+    C("Partitioned", "k", lambda t: hs.Partitioned(policy="max_min_fairness", k=0),
       ValidationError, r"`k`", r"positive integer", r"got 0"),
-    C("Partitioned", "k-bool", lambda t: hs.Partitioned("max_min_fairness", k=True),
+    C("Partitioned", "k-bool", lambda t: hs.Partitioned(policy="max_min_fairness", k=True),
       ValidationError, r"`k`", r"positive integer", r"True"),
-    C("Partitioned", "seed", lambda t: hs.Partitioned("max_min_fairness", k=2, seed=-1),
+    C("Partitioned", "seed", lambda t: hs.Partitioned(policy="max_min_fairness", k=2, seed=-1),
       ValidationError, r"`seed`", r"non-negative integer", r"-1"),
-    C("Partitioned", "aggregate", lambda t: hs.Partitioned("max_min_fairness", k=2, aggregate="no"),
+    C("Partitioned", "aggregate", lambda t: hs.Partitioned(policy="max_min_fairness", k=2, aggregate="no"),
       ValidationError, r"`aggregate`", r"True or False", r"'no'"),
-    C("Partitioned", "executor", lambda t: hs.Partitioned("max_min_fairness", k=2, executor="pool"),
+    C("Partitioned", "executor", lambda t: hs.Partitioned(policy="max_min_fairness", k=2, executor="pool"),
       ValidationError, r"`executor`", r"concurrent\.futures\.Executor or None", r"str"),
-    C("Partitioned", "policy", lambda t: hs.Partitioned(3, k=2),
+    C("Partitioned", "policy", lambda t: hs.Partitioned(policy=3, k=2),
       ValidationError, r"`policy`", r"policy name \(str\) or a hetsched\.policies object", r"int"),
     # ---------------------------------------------------------------- python -m hetsched (exit 2, one line)
     C("cli", "policy", lambda t: cli("solve", "--policy", "fairest"),

@@ -20,7 +20,7 @@ import pytest
 import hetsched as hs
 from hetsched.errors import ValidationError
 from hetsched.executors import RayExecutor
-from hetsched.solvers.partition import Partitioned
+from hetsched.api import Partitioned
 from hetsched.sim.sweep import TIMING_COLUMNS
 
 from checker import check_allocation
@@ -43,7 +43,7 @@ def stable(df: pd.DataFrame) -> pd.DataFrame:
 
 
 def pop(executor: cf.Executor) -> hs.Allocation:
-    return hs.solve(Partitioned(hs.policies.MaxMinFairness(), k=K, seed=1, executor=executor), JOBS, CLUSTER)
+    return hs.solve(Partitioned(policy=hs.policies.MaxMinFairness(), k=K, seed=1, executor=executor), JOBS, CLUSTER)
 
 
 @pytest.fixture(scope="module")
@@ -104,7 +104,7 @@ def test_error_in_a_worker_keeps_its_class(engine, request):
     comes back as a ValidationError naming the sub-problem, on both engines."""
     ex = request.getfixturevalue(engine)
     with pytest.raises(ValidationError, match=r"sub-problem 0 of k=3: .*no_such_option") as info:
-        hs.solve(Partitioned("max_min_fairness", k=K, seed=1, executor=ex), JOBS, CLUSTER, solver="highs",
+        hs.solve(Partitioned(policy="max_min_fairness", k=K, seed=1, executor=ex), JOBS, CLUSTER, solver="highs",
                  options={"no_such_option": 1})
     assert type(info.value) is ValidationError
 
@@ -132,9 +132,9 @@ def test_ray_executor_rules(ray_executor):
 # ------------------------------------------------------------------ the main-module guard
 UNGUARDED_POP = """
 import hetsched as hs
-from hetsched.solvers.partition import Partitioned
+from hetsched.api import Partitioned
 jobs = hs.random_jobs(40, ["v100", "k80"], seed=0)
-res = hs.solve(Partitioned("max_min_fairness", k=2, seed=0), jobs, hs.Cluster({"v100": 6, "k80": 6}))
+res = hs.solve(Partitioned(policy="max_min_fairness", k=2, seed=0), jobs, hs.Cluster({"v100": 6, "k80": 6}))
 print("STATUS", res.status)
 """
 

@@ -243,7 +243,7 @@ def test_every_physical_cluster_trace_reads(gavel_table):
 def test_msr_trace_simulates_end_to_end(gavel_table):
     tr = read_gavel_trace(MSR / "seed=0" / "6c71a0.trace", gavel_table, errors="skip").head(12)
     res = hs.simulate("max_min_fairness", tr, hs.Cluster({"v100": 8, "p100": 8, "k80": 8}),
-                      preset="gavel", max_time=2 * 86400.0)
+                      options=hs.SimOptions.preset("gavel", max_time=2 * 86400.0))
     s = res.summary
     assert s["status"] in ("max_time", "completed")
     assert s["n_jobs"] == 12

@@ -276,7 +276,8 @@ def test_interior_solution_does_not_starve_on_gavels_trace() -> None:
     tr = load_trace(DATA / "traces" / "generated" / "gavel_generator_n300_lam900_seed5.trace", throughputs=cat)
     cl = hs.Cluster({"v100": 4, "p100": 4, "k80": 4})
     pol = hs.policies.MaxMinFairness(heterogeneity_aware=False, second_stage=False)
-    p99 = {s: hs.simulate(pol, tr, cl, placement=False, solver=s, record_runs=False).summary["p99_jct"]
+    p99 = {s: hs.simulate(pol, tr, cl,
+                          options=hs.SimOptions(placement=False, solver=s, record_runs=False)).summary["p99_jct"]
            for s in ("highs", "clarabel")}
     # before the waiting tie-break: 43.8 h (clarabel) against 29.2 h (highs)
     assert p99["clarabel"] <= 1.15 * p99["highs"]
@@ -337,8 +338,8 @@ def test_backfill_option_reaches_the_mechanism() -> None:
     jobs = hs.JobSet([[1.0]] * 3, gpu_types=["v100"], ids=["A", "B", "C"], scale_factors=[4, 4, 2],
                      steps_remaining=[3600.0, 3600.0, 360.0])
     cl = hs.Cluster({"v100": 6})
-    a = hs.simulate("max_min_fairness", jobs, cl, backfill=True)
-    b = hs.simulate("max_min_fairness", jobs, cl, backfill=False)
+    a = hs.simulate("max_min_fairness", jobs, cl, options=hs.SimOptions(backfill=True))
+    b = hs.simulate("max_min_fairness", jobs, cl, options=hs.SimOptions(backfill=False))
     assert a.config["backfill"] is True and b.config["backfill"] is False
     assert check_simulation(a) == [] and check_simulation(b) == []
     from hetsched.sim import SimOptions, as_scheduler
@@ -346,7 +347,7 @@ def test_backfill_option_reaches_the_mechanism() -> None:
     assert as_scheduler("max_min_fairness", SimOptions(backfill=False)).backfill is False
     assert as_scheduler("max_min_fairness", SimOptions.preset("gavel")).backfill is True  # Gavel's helper skips
     with pytest.raises(ValidationError, match="`backfill` must be True or False"):
-        hs.simulate("max_min_fairness", jobs, cl, backfill="no")
+        hs.simulate("max_min_fairness", jobs, cl, options=hs.SimOptions(backfill="no"))
 
 
 def test_fifo_admission_with_and_without_backfill() -> None:

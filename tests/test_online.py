@@ -147,8 +147,8 @@ def test_simulated_clock_driver_equals_simulate(kind, topology):
     trace = hs.generate_workload(25, rate_per_hour=4.0, seed=3, long_job_prob=0.0, pairs=kind == "packed")
     counts = {"v100": 8, "p100": 8, "k80": 8}
     cluster = hs.Cluster.from_servers(counts, gpus_per_server=4) if topology else hs.Cluster(counts)
-    a = hs.simulate(_KINDS[kind](), trace, cluster, seed=1)
-    b = simulate_online(_KINDS[kind](), trace, cluster, learn=False, seed=1)
+    a = hs.simulate(_KINDS[kind](), trace, cluster, options=hs.SimOptions(seed=1))
+    b = simulate_online(_KINDS[kind](), trace, cluster, learn=False, options=hs.SimOptions(seed=1))
     assert b.config["driver"] == "online" and "driver" not in a.config
     for col in ("jct", "start", "finish", "steps_done", "preemptions", "restarts", "isolated_time"):
         np.testing.assert_array_equal(a.jobs[col].to_numpy(), b.jobs[col].to_numpy(), err_msg=col)
@@ -162,14 +162,15 @@ def test_simulated_clock_driver_equals_simulate(kind, topology):
 def test_learned_throughputs_converge_and_simulate_option_routes_there():
     trace = hs.generate_workload(20, rate_per_hour=6.0, seed=2, long_job_prob=0.0)
     cluster = hs.Cluster({"v100": 8, "p100": 8, "k80": 8})
-    res = hs.simulate("max_min_fairness", trace, cluster, seed=0, learn_throughputs=True, report_noise=0.05)
+    res = hs.simulate("max_min_fairness", trace, cluster,
+                      options=hs.SimOptions(seed=0, learn_throughputs=True, report_noise=0.05))
     assert res.config["learn_throughputs"] is True and res.summary["n_completed"] == 20
     est, true = res.extra["estimates"], res.extra["throughputs"]
     ran = res.jobs[[f"gpu_seconds_{t}" for t in cluster.gpu_types]].to_numpy() > 0
     err = np.abs(np.log(est[ran] / true[ran]))
     assert np.median(err) < 0.1          # measured types: EMA of reports with 5 % noise
     with pytest.raises(ValidationError, match="learn_throughputs"):
-        hs.simulate("max_min_fairness", trace, cluster, report_noise=0.1)
+        hs.simulate("max_min_fairness", trace, cluster, options=hs.SimOptions(report_noise=0.1))
 
 
 # --------------------------------------------------------------------------- bad input

@@ -92,7 +92,7 @@ def test_sia_learns_each_jobs_rate_through_its_scaling():
     its estimates converge to the true single-gang throughputs (exactly, without noise)."""
     trace = hs.generate_workload(8, rate_per_hour=6.0, seed=4, long_job_prob=0.0)
     cluster = hs.Cluster({"v100": 8, "p100": 8, "k80": 8})
-    res = simulate_online(hs.policies.Sia(), trace, cluster, learn=True, seed=0)
+    res = simulate_online(hs.policies.Sia(), trace, cluster, learn=True, options=hs.SimOptions(seed=0))
     assert res.summary["n_completed"] == 8
     ran = res.jobs[[f"gpu_seconds_{t}" for t in cluster.gpu_types]].to_numpy() > 0
     est, true = res.extra["estimates"], res.extra["throughputs"]
@@ -104,7 +104,7 @@ def test_placement_sensitive_learning_runs_in_simulation():
     trace = hs.generate_workload(10, rate_per_hour=6.0, seed=5, long_job_prob=0.0)
     cluster = hs.Cluster.from_servers({"v100": 8, "p100": 8, "k80": 8}, gpus_per_server=2)
     res = simulate_online(hs.policies.MaxSumThroughput(placement_sensitivity="workload"), trace, cluster,
-                          learn=True, seed=0)
+                          learn=True, options=hs.SimOptions(seed=0))
     assert res.summary["n_completed"] == 10
 
 

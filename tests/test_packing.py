@@ -369,3 +369,25 @@ def test_bad_packing_objects() -> None:
     jobs = hs.JobSet([[1.0]], gpu_types=["v100"])
     with pytest.raises(hs.ValidationError, match="must be a hetsched.formulations.spaces.packing.Packing"):
         hs.solve(P.MaxMinFairness(packing={"a": 1}), jobs, hs.Cluster({"v100": 1}))
+
+
+# ------------------------------------------------------------- one workload container (issue 24)
+def test_from_workload_takes_a_generated_trace() -> None:
+    cat = hs.generate_catalogue(n_job_types=5, scale_factors=(1, 2), seed=4, pairs=True)
+    tr = hs.generate_workload(12, rate_per_hour=6.0, seed=4, catalogue=cat)
+    packing = Packing.from_workload(tr, cat)  # was a raw AttributeError: 'Trace' object has no attribute 'rows'
+    assert packing.keys.loc[tr.jobs.ids].tolist() == tr.catalogue_rows.tolist()
+    own = Packing.from_workload(tr)  # the catalogue defaults to the workload's own
+    assert own.keys.equals(packing.keys)
+
+
+@pytest.mark.parametrize("bad, match", [
+    (lambda tr: tr.jobs, r"`workload` must be a hetsched\.Workload .*got JobSet"),
+    (lambda tr: {"n_jobs": 3}, r"`workload` must be a hetsched\.Workload .*got dict"),
+    (lambda tr: hs.Workload(tr.jobs), r"`workload` must be sampled from a throughput catalogue .*source 'jobs'"),
+])
+def test_from_workload_refuses_what_is_not_a_sampled_workload(bad, match) -> None:
+    cat = hs.generate_catalogue(n_job_types=3, seed=1, pairs=True)
+    tr = hs.generate_workload(4, rate_per_hour=6.0, seed=1, catalogue=cat)
+    with pytest.raises(hs.ValidationError, match=match):
+        Packing.from_workload(bad(tr), cat)

@@ -196,3 +196,17 @@ def test_wrong_option_type() -> None:
         hs.solve(P.MinMakespan(placement_sensitivity=1), hs.JobSet([[1.0]], gpu_types=["v100"], steps_remaining=[1.0]),
                  hs.Cluster({"v100": 1}))
     assert jobs.n_jobs == 1
+
+
+# ------------------------------------------------------------- one workload container (issue 24)
+def test_from_workload_takes_a_generated_trace_and_refuses_other_things() -> None:
+    cat = hs.generate_catalogue(n_job_types=4, scale_factors=(1, 2, 4), seed=2)
+    tr = hs.generate_workload(10, rate_per_hour=6.0, seed=2, catalogue=cat)
+    ps = PlacementSensitivity.from_workload(tr, cat)
+    np.testing.assert_array_equal(ps.unconsolidated.loc[tr.jobs.ids].to_numpy(), tr.unconsolidated)
+    assert PlacementSensitivity.from_workload(tr).unconsolidated.equals(ps.unconsolidated)
+    with pytest.raises(hs.ValidationError, match=r"`workload` must be a hetsched\.Workload .*got JobSet"):
+        PlacementSensitivity.from_workload(tr.jobs, cat)
+    small = hs.generate_catalogue(n_job_types=1, scale_factors=(1,), seed=2)
+    with pytest.raises(hs.ValidationError, match=r"`catalogue` must hold every row of `workload`"):
+        PlacementSensitivity.from_workload(tr, small)

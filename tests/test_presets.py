@@ -39,15 +39,15 @@ def test_gavel_preset_arrival_waits_for_the_reset_interval() -> None:
 
 
 def test_explicit_keywords_override_the_preset() -> None:
-    res = hs.simulate("max_min_fairness", JOBS, CLUSTER, preset="gavel", min_solve_interval=0.0)
+    res = hs.simulate("max_min_fairness", JOBS, CLUSTER, options=hs.SimOptions.preset("gavel", min_solve_interval=0.0))
     assert _start(res, "b") == 360.0
-    res = hs.simulate("max_min_fairness", JOBS, CLUSTER, preset="gavel", round_seconds=600.0)
+    res = hs.simulate("max_min_fairness", JOBS, CLUSTER, options=hs.SimOptions.preset("gavel", round_seconds=600.0))
     assert _start(res, "b") == 2400.0   # first boundary >= 1,920 s with 600 s rounds
 
 
 def test_carved_arrivals_with_the_gate() -> None:
     # the gate alone: b gets a carved share at its first boundary (360) without a re-solve
-    res = hs.simulate("max_min_fairness", JOBS, CLUSTER, min_solve_interval=1920.0)
+    res = hs.simulate("max_min_fairness", JOBS, CLUSTER, options=hs.SimOptions(min_solve_interval=1920.0))
     assert _start(res, "b") == 360.0
     assert res.rounds["solved"].iloc[1] == False  # noqa: E712 - numpy bool
 

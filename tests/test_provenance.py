@@ -75,7 +75,8 @@ def test_provenance_record():
 
 
 def test_result_to_dir_writes_and_reads_provenance(tmp_path):
-    res = simulate("fifo", generate_workload(5, rate_per_hour=6, seed=0), hs.Cluster({"v100": 8}), seed=3)
+    res = simulate("fifo", generate_workload(5, rate_per_hour=6, seed=0), hs.Cluster({"v100": 8}),
+                   options=hs.SimOptions(seed=3))
     res.to_dir(tmp_path)
     rec = json.loads((tmp_path / "provenance.json").read_text())
     assert rec["seed"] == 3 and rec["config"]["policy"] == "fifo" and rec["command"] == sys.argv

@@ -185,10 +185,10 @@ def test_sweep_keeps_runs_when_futures_fail() -> None:
 def test_sweep_keeps_runs_when_a_run_raises(monkeypatch: pytest.MonkeyPatch, how: str) -> None:
     real = sweep_mod.simulate
 
-    def flaky(policy, trace, cluster, *, seed, **kw):
-        if seed == 2:
+    def flaky(policy, trace, cluster, *, options):
+        if options.seed == 2:
             raise ZeroDivisionError("float division by zero")
-        return real(policy, trace, cluster, seed=seed, **kw)
+        return real(policy, trace, cluster, options=options)
 
     monkeypatch.setattr(sweep_mod, "simulate", flaky)
     if how == "serial":

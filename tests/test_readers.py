@@ -617,3 +617,29 @@ def test_csv_fast_and_slow_paths_agree(tmp_path, variant):
     assert t[cols].equals(base[cols])
     offset = 1 if variant == "header" else 0  # a header shifts the line numbers
     assert t["source_row"].tolist() == [f"pai_job_table.csv line {int(r.split()[-1]) + offset}" for r in base["source_row"]]
+
+
+# ------------------------------------------------------------- one module per format (issue 24)
+def test_one_module_per_format_and_readers_keeps_every_name():
+    import importlib
+
+    from hetsched.inputs import traces
+    from hetsched.inputs.traces import readers as R
+
+    homes = {"read_gavel_trace": "gavel", "read_gavel_cluster_specs": "gavel", "read_philly_trace": "philly",
+             "read_helios_trace": "helios", "read_pai_trace": "pai", "trace_from_table": "table",
+             "JOB_TABLE_COLUMNS": "table", "load_trace": "readers"}
+    for name, home in homes.items():
+        mod = importlib.import_module(f"hetsched.inputs.traces.{home}")
+        assert getattr(R, name) is getattr(mod, name) is getattr(traces, name) is getattr(hs.sim, name)
+    # names the module held before the split, public or not, still resolve
+    assert R.load_gavel_throughputs is hs.load_gavel_throughputs and R.Trace is hs.Workload
+    assert R._job_prefix is importlib.import_module("hetsched.inputs.traces.cells").job_prefix
+    assert isinstance(R._HELIOS, dict) and R._PAI_JOB[0] == "job_name"
+    with pytest.raises(AttributeError):
+        R.no_such_name  # noqa: B018
+
+
+def test_readers_give_the_one_workload_container():
+    tr = read_gavel_trace(FIX / "gavel_small.trace", TPUT)
+    assert isinstance(tr, hs.Workload) and tr.for_simulation() is tr

@@ -81,7 +81,7 @@ def test_msr_trace_on_its_cluster_simulates():
     # default: the 63 jobs without a throughput-table row are dropped and counted
     assert rep["dropped"] == {"no_throughput_row": 63} and rep["malformed"] == {}
     assert rep["rows"] == 2000 and rep["kept"] == tr.n_jobs == 1937
-    res = hs.simulate("max_min_fairness", tr.head(10), cluster, max_time=86400.0)
+    res = hs.simulate("max_min_fairness", tr.head(10), cluster, options=hs.SimOptions(max_time=86400.0))
     assert res.summary["n_jobs"] == 10 and res.summary["failed_solves"] == 0
 
 

@@ -88,7 +88,7 @@ def test_consolidated_row_waits_rather_than_spreading() -> None:
 def test_restart_cost_by_hand() -> None:
     # One job, 1 step/s, 1,000 steps, 30 s to (re)start: it pays once -> JCT 1,030 s.
     jobs = hs.JobSet([[1.0]], gpu_types=["v100"], steps_remaining=[1000.0])
-    res = hs.simulate("max_min_fairness", jobs, hs.Cluster({"v100": 1}), restart_seconds=30.0)
+    res = hs.simulate("max_min_fairness", jobs, hs.Cluster({"v100": 1}), options=SimOptions(restart_seconds=30.0))
     assert res.summary["avg_jct"] == pytest.approx(1030.0)
     assert res.jobs["restarts"].tolist() == [1]
     assert res.jobs["restart_seconds"].tolist() == [30.0]
@@ -98,7 +98,7 @@ def test_restart_cost_by_hand() -> None:
 def test_restart_cost_charged_on_every_resume() -> None:
     # Two equal jobs time-share one GPU: they alternate rounds, so every round is a (re)start.
     jobs = hs.JobSet([[1.0], [1.0]], gpu_types=["v100"], steps_remaining=[1000.0, 1000.0])
-    res = hs.simulate("max_min_fairness", jobs, hs.Cluster({"v100": 1}), restart_seconds=60.0)
+    res = hs.simulate("max_min_fairness", jobs, hs.Cluster({"v100": 1}), options=SimOptions(restart_seconds=60.0))
     runs = res.runs
     assert (runs["restart"] == 60.0).all()
     assert res.jobs["restarts"].sum() == len(runs)
@@ -109,7 +109,8 @@ def test_restart_cost_charged_on_every_resume() -> None:
 
 def test_restart_cost_longer_than_a_round_makes_no_progress_that_round() -> None:
     jobs = hs.JobSet([[1.0]], gpu_types=["v100"], steps_remaining=[100.0])
-    res = hs.simulate("max_min_fairness", jobs, hs.Cluster({"v100": 1}), restart_seconds=500.0, round_seconds=360.0)
+    res = hs.simulate("max_min_fairness", jobs, hs.Cluster({"v100": 1}),
+                      options=SimOptions(restart_seconds=500.0, round_seconds=360.0))
     # round 0: 360 s of restart (no progress); round 1 keeps the GPU: 100 s of work.
     assert res.summary["avg_jct"] == pytest.approx(460.0)
     assert check_simulation(res) == []
@@ -131,7 +132,8 @@ def _kinds():
 def test_every_scheduler_runs_on_a_generated_workload(name: str) -> None:
     sched = _kinds()[name]
     cluster = hs.Cluster.from_servers({"v100": 8, "p100": 8, "k80": 8}, gpus_per_server=4)
-    res = hs.simulate(sched, {"n_jobs": 12, "rate_per_hour": 4.0, "long_job_prob": 0.0}, cluster, seed=3)
+    res = hs.simulate(sched, {"n_jobs": 12, "rate_per_hour": 4.0, "long_job_prob": 0.0}, cluster,
+                      options=SimOptions(seed=3))
     assert res.summary["n_completed"] == 12, res.summary["status"]
     bound = None
     if name == "sia":
@@ -169,10 +171,10 @@ def test_sia_hands_its_configuration_back_as_current() -> None:
     res = hs.simulate(sched, trace, CLUSTER)
     assert res.summary["n_completed"] == 6
     state = sched.initial_state()
-    from hetsched.rounds.loop import _Workload
+    from hetsched.rounds.loop import RoundWorkload
     from hetsched.rounds.ledger import Ledger
 
-    w = _Workload.build(trace, CLUSTER, SimOptions(), sched)
+    w = RoundWorkload.build(trace, CLUSTER, SimOptions(), sched)
     led = Ledger(w.total, 3, restart_seconds=0.0, record_runs=False)
     view = w.view(led, np.arange(3), 0.0, 0, True)
     rows = sched.plan_round(view, state)
@@ -207,7 +209,7 @@ def test_random_small_clusters(caps, n, seed, kind, restart) -> None:
                      arrival_times=np.sort(rng.uniform(0, 2000, n)))
     cluster = hs.Cluster(dict(zip(types, caps)))
     sched = hs.Tiresias(thresholds=(500.0,)) if kind == "tiresias" else kind
-    res = hs.simulate(sched, jobs, cluster, round_seconds=120.0, restart_seconds=restart)
+    res = hs.simulate(sched, jobs, cluster, options=SimOptions(round_seconds=120.0, restart_seconds=restart))
     assert res.summary["status"] == "drained"
     assert res.summary["n_completed"] == n
     bound = None
@@ -273,12 +275,13 @@ def test_bad_options(kw, match) -> None:
                                 {"reset_shares": False}, {"mechanism": "ideal"}])
 def test_policy_options_are_not_silently_ignored_beside_a_round_scheduler(kw) -> None:
     with pytest.raises(ValidationError, match="PolicyScheduler|applies to policies"):
-        hs.simulate(hs.Tiresias(), TWO, hs.Cluster({"v100": 1}), **kw)
+        hs.simulate(hs.Tiresias(), TWO, hs.Cluster({"v100": 1}), options=SimOptions(**kw))
 
 
 def test_options_object_and_keywords_agree() -> None:
     a = hs.simulate("fifo", TWO, hs.Cluster({"v100": 1}), options=SimOptions(round_seconds=60.0))
-    b = hs.simulate("fifo", TWO, hs.Cluster({"v100": 1}), round_seconds=60.0)
+    with pytest.warns(DeprecationWarning, match=r"\['round_seconds'\] are deprecated.*options=SimOptions"):
+        b = hs.simulate("fifo", TWO, hs.Cluster({"v100": 1}), round_seconds=60.0)
     assert a.jobs["jct"].tolist() == b.jobs["jct"].tolist()
 
 
@@ -300,7 +303,7 @@ def test_consolidated_rows_are_placed_again_from_scratch_when_stickiness_fragmen
     tr = generate_workload(9, rate_per_hour=16.265884682602263, seed=214843, pairs=True, long_job_prob=0.0,
                            scale_factor_probs={1: 0.5, 2: 0.5})
     cl = hs.Cluster.from_servers({"v100": 7, "p100": 3, "k80": 3}, gpus_per_server=4)
-    res = hs.simulate("sia", tr, cl, reallocate=3600.0, max_time=400 * 3600.0)
+    res = hs.simulate("sia", tr, cl, options=SimOptions(reallocate=3600.0, max_time=400 * 3600.0))
     assert res.summary["status"] == "drained"
     assert check_simulation(res, rate_bound=_sia_bound(tr, cl)) == []
 
@@ -347,7 +350,8 @@ def test_policy_scheduler_rows_pass_the_rules_it_is_trusted_with(policy) -> None
 
     sched.plan_round = spy
     res = hs.simulate(sched, {"n_jobs": 15, "rate_per_hour": 20.0, "long_job_prob": 0.0},
-                      hs.Cluster.from_servers({"v100": 4, "p100": 4, "k80": 8}, gpus_per_server=4), seed=5)
+                      hs.Cluster.from_servers({"v100": 4, "p100": 4, "k80": 8}, gpus_per_server=4),
+                      options=SimOptions(seed=5))
     assert res.summary["n_completed"] == 15 and sum(n_checked) > 0
 
 
@@ -392,9 +396,9 @@ def test_fast_accounting_path_equals_the_general_one(policy, kw, monkeypatch) ->
 
     spec = {"n_jobs": 25, "rate_per_hour": 6.0, "long_job_prob": 0.0}
     cl = hs.Cluster({"v100": 8, "p100": 4, "k80": 4})
-    lean = hs.simulate(policy, spec, cl, seed=11, **kw)
+    lean = hs.simulate(policy, spec, cl, options=SimOptions(seed=11, **kw))
     monkeypatch.setattr(Ledger, "_whole_rows", staticmethod(lambda rows, fluid: False))
-    general = hs.simulate(policy, spec, cl, seed=11, **kw)
+    general = hs.simulate(policy, spec, cl, options=SimOptions(seed=11, **kw))
     pd.testing.assert_frame_equal(lean.jobs, general.jobs)
     timing = [c for c in lean.rounds if c.endswith("_s")]
     pd.testing.assert_frame_equal(lean.rounds.drop(columns=timing), general.rounds.drop(columns=timing))

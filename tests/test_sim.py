@@ -32,7 +32,7 @@ def test_one_job_on_idle_cluster_runs_at_its_best_throughput(mechanism, steps, a
     # JCT = steps / best throughput, no rounding (rounding appears only for jobs that
     # arrive while a round is running: they wait for the next round boundary).
     res = simulate("max_min_fairness", one_job([3.0, 1.0], steps, arrival), hs.Cluster({"v100": 1, "k80": 2}),
-                   mechanism=mechanism)
+                   options=hs.SimOptions(mechanism=mechanism))
     row = res.jobs.iloc[0]
     assert row["jct"] == pytest.approx(steps / 3.0, rel=1e-12)
     assert row["finish"] == pytest.approx(arrival + steps / 3.0, rel=1e-12)
@@ -61,7 +61,7 @@ def test_two_jobs_sharing_one_gpu_hand_derived(mechanism):
     # [360, 3960): A finishes at 3960.
     jobs = hs.JobSet([[1.0], [1.0]], gpu_types=["v100"], ids=["A", "B"], steps_remaining=[3600.0, 360.0],
                      arrival_times=[0.0, 100.0])
-    res = simulate("max_min_fairness", jobs, hs.Cluster({"v100": 1}), mechanism=mechanism)
+    res = simulate("max_min_fairness", jobs, hs.Cluster({"v100": 1}), options=hs.SimOptions(mechanism=mechanism))
     j = res.jobs.set_index("job_id")
     b_finish = 720.0 if mechanism == "rounds" else 1080.0
     assert j.loc["B", "finish"] == pytest.approx(b_finish)
@@ -77,7 +77,7 @@ def test_isolated_policy_in_ideal_mode_has_ftf_one():
     rng = np.random.default_rng(3)
     T = rng.uniform(0.5, 3.0, (6, 2))
     jobs = hs.JobSet(T, gpu_types=["a", "b"], steps_remaining=rng.uniform(1, 5, 6) * 3600, arrival_times=np.zeros(6))
-    res = simulate("isolated", jobs, hs.Cluster({"a": 3, "b": 3}), mechanism="ideal")
+    res = simulate("isolated", jobs, hs.Cluster({"a": 3, "b": 3}), options=hs.SimOptions(mechanism="ideal"))
     assert np.allclose(res.jobs["ftf"], 1.0, rtol=1e-9)
     assert res.summary["worst_ftf"] == pytest.approx(1.0)
 
@@ -93,8 +93,8 @@ def test_ideal_and_rounds_agree_within_a_bound_that_shrinks_with_the_round():
         cl = hs.Cluster({"a": 2, "b": 3})
         worst = {}
         for L in (720.0, 45.0):
-            r = simulate("max_min_fairness", jobs, cl, round_seconds=L)
-            i = simulate("max_min_fairness", jobs, cl, mechanism="ideal", round_seconds=L)
+            r = simulate("max_min_fairness", jobs, cl, options=hs.SimOptions(round_seconds=L))
+            i = simulate("max_min_fairness", jobs, cl, options=hs.SimOptions(mechanism="ideal", round_seconds=L))
             worst[L] = float(np.abs(r.jobs["jct"] - i.jobs["jct"]).max())
             assert worst[L] <= 8 * L, (seed, L, worst[L])
         assert worst[45.0] < worst[720.0]
@@ -129,7 +129,8 @@ def test_every_policy_conserves_work(policy):
 
 def test_periodic_reallocation_carves_shares_for_arrivals():
     tr = generate_workload(30, rate_per_hour=8.0, seed=2, long_job_prob=0.0)
-    res = simulate("max_min_fairness", tr, hs.Cluster({"v100": 8, "p100": 4, "k80": 8}), reallocate=1920.0)
+    res = simulate("max_min_fairness", tr, hs.Cluster({"v100": 8, "p100": 4, "k80": 8}),
+                   options=hs.SimOptions(reallocate=1920.0))
     assert res.summary["n_completed"] == 30
     solved = res.rounds[res.rounds["solved"]]
     assert (np.diff(solved["start"]) >= 1920.0 - 1e-6).all()
@@ -150,15 +151,15 @@ def test_checker_catches_a_broken_log(placed_run):
 def test_window_and_max_time():
     tr = generate_workload(50, rate_per_hour=6.0, seed=5)
     cl = hs.Cluster({"v100": 8, "p100": 8, "k80": 8})
-    res = simulate("max_min_fairness", tr, cl, window=(20, 40))
+    res = simulate("max_min_fairness", tr, cl, options=hs.SimOptions(window=(20, 40)))
     assert res.summary["status"] == "window_done"
     assert res.summary["n_measured"] == 20 and res.summary["n_completed"] == 20
     assert res.jobs["in_window"].sum() == 20
     assert res.jobs.loc[res.jobs["in_window"], "completed"].all()
-    res_t = simulate("max_min_fairness", tr, cl, window=(3600.0, 7200.0), window_unit="seconds")
+    res_t = simulate("max_min_fairness", tr, cl, options=hs.SimOptions(window=(3600.0, 7200.0), window_unit="seconds"))
     sel = res_t.jobs["in_window"]
     assert ((res_t.jobs.loc[sel, "arrival"] >= 3600) & (res_t.jobs.loc[sel, "arrival"] < 7200)).all()
-    capped = simulate("max_min_fairness", tr, cl, max_time=10 * 3600.0)
+    capped = simulate("max_min_fairness", tr, cl, options=hs.SimOptions(max_time=10 * 3600.0))
     assert capped.summary["status"] == "max_time"
     assert capped.summary["n_unfinished"] > 0
     assert not capped.jobs["completed"].all()
@@ -169,12 +170,13 @@ def test_determinism_per_seed():
     tr1 = generate_workload(25, rate_per_hour=8.0, seed=7, long_job_prob=0.0)
     tr2 = generate_workload(25, rate_per_hour=8.0, seed=7, long_job_prob=0.0)
     cl = hs.Cluster.from_servers({"v100": 8, "p100": 8, "k80": 8}, gpus_per_server=4)
-    a = simulate("finish_time_fairness", tr1, cl, seed=7)
-    b = simulate("finish_time_fairness", tr2, cl, seed=7)
+    a = simulate("finish_time_fairness", tr1, cl, options=hs.SimOptions(seed=7))
+    b = simulate("finish_time_fairness", tr2, cl, options=hs.SimOptions(seed=7))
     pd.testing.assert_frame_equal(a.jobs, b.jobs)
     pd.testing.assert_frame_equal(a.rounds.drop(columns=list(TIMING_COLS)), b.rounds.drop(columns=list(TIMING_COLS)))
     pd.testing.assert_frame_equal(a.runs, b.runs)
-    c = simulate("max_min_fairness", {"n_jobs": 25, "rate_per_hour": 8.0, "long_job_prob": 0.1}, cl, seed=8)
+    c = simulate("max_min_fairness", {"n_jobs": 25, "rate_per_hour": 8.0, "long_job_prob": 0.1}, cl,
+                 options=hs.SimOptions(seed=8))
     assert not np.allclose(c.jobs["arrival"].to_numpy(), a.jobs["arrival"].to_numpy())
     assert a.config["seed"] == 7 and "numpy" in a.versions and "hetsched" in a.versions
 
@@ -198,7 +200,7 @@ def test_progress_callback_and_slo_deadlines():
     tr = generate_workload(10, rate_per_hour=10.0, seed=0, long_job_prob=0.0, slo_factors=(1.0, 50.0),
                           scale_factor_probs={1: 1.0})
     res = simulate("max_min_fairness", tr, hs.Cluster({"v100": 1, "p100": 1, "k80": 1}),
-                   progress=lambda t, done, total: seen.append((t, done, total)))
+                   options=hs.SimOptions(progress=lambda t, done, total: seen.append((t, done, total))))
     assert seen and seen[-1][1] == 10 and seen[-1][2] == 10
     assert res.summary["slo_jobs"] == 10
     late = res.jobs["finish"] > res.jobs["deadline"]
@@ -253,7 +255,8 @@ def test_job_that_runs_on_no_cluster_type():
 def test_window_that_selects_no_jobs():
     tr = generate_workload(5, rate_per_hour=5.0, seed=0)
     with pytest.raises(ValidationError, match=r"`window` \(10, 20\) \(jobs\) selects no jobs: the trace has 5 jobs"):
-        simulate("max_min_fairness", tr, hs.Cluster({"v100": 4, "p100": 4, "k80": 4}), window=(10, 20))
+        simulate("max_min_fairness", tr, hs.Cluster({"v100": 4, "p100": 4, "k80": 4}),
+                 options=hs.SimOptions(window=(10, 20)))
 
 
 @pytest.mark.parametrize(

@@ -415,3 +415,16 @@ def test_gavel_round_trip(tmp_path_factory: pytest.TempPathFactory, n_types: int
         bi, bj = int(np.argsort(order)[i]), int(np.argsort(order)[j])
         np.testing.assert_array_equal(back.pairs.lookup(bi, bj), cat.pairs.throughputs[p])
         np.testing.assert_array_equal(back.pairs.lookup(bi, bj, unconsolidated=True), cat.pairs.unconsolidated[p])
+
+
+# --------------------------------------------------------------------------- package layout (issue 24)
+def test_package_reexports_every_public_name() -> None:
+    from hetsched.inputs.throughputs import gavel, generator, tables
+
+    homes = {"ThroughputCatalogue": tables, "PairThroughputs": tables, "reference_column": tables,
+             "load_gavel_throughputs": gavel, "gavel_throughputs": gavel, "gavel_throughputs_path": gavel,
+             "GAVEL_THROUGHPUTS_ENV": gavel, "UNCONSOLIDATED_SUFFIX": gavel, "generate_catalogue": generator,
+             "DEFAULT_SPEEDUPS": generator}
+    assert set(thr_mod.__all__) == set(homes)
+    for name, mod in homes.items():
+        assert getattr(thr_mod, name) is getattr(mod, name)

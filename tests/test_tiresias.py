@@ -205,7 +205,8 @@ def test_two_jobs_through_simulate_by_hand() -> None:
     # finishes at 720; round 3: a finishes at 1080.
     jobs = hs.JobSet([[1.0], [1.0]], gpu_types=["v100"], ids=["a", "b"], arrival_times=[0.0, 0.0],
                      steps_remaining=[720.0, 360.0])
-    res = hs.simulate(Tiresias(thresholds=[360.0]), jobs, hs.Cluster({"v100": 1}), round_seconds=360.0)
+    res = hs.simulate(Tiresias(thresholds=[360.0]), jobs, hs.Cluster({"v100": 1}),
+                      options=hs.SimOptions(round_seconds=360.0))
     assert res.jobs["jct"].tolist() == [1080.0, 720.0]
 
 
@@ -230,7 +231,8 @@ def test_round_loop_equals_old_replay(seed: int, name: str) -> None:
     trace = generate_workload(40, rate_per_hour=6.0, seed=seed)
     sched = {"las": Tiresias(thresholds=(3600.0, 36000.0), promote_knob=8.0),
              "las_time": Tiresias(thresholds=(1800.0,), service="time")}[name]
-    res = hs.simulate(sched, trace, hs.Cluster({"v100": 8, "p100": 8, "k80": 8}), round_seconds=360.0)
+    res = hs.simulate(sched, trace, hs.Cluster({"v100": 8, "p100": 8, "k80": 8}),
+                      options=hs.SimOptions(round_seconds=360.0))
     s = res.summary
     got = (s["avg_jct"], s["makespan"], s["p99_jct"], int(res.jobs["preemptions"].sum()), s["n_rounds"])
     assert got[3:] == REPLAY_EXPECTED[seed, name][3:]

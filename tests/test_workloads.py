@@ -226,3 +226,49 @@ class TestRandomJobs:
         args.update(kwargs)
         with pytest.raises(ValidationError, match=match):
             random_jobs(3, seed=0, **args)
+
+
+class TestOneContainer:
+    """Issue 24: one workload container for samples, generated and read traces."""
+
+    def test_trace_is_workload(self, catalogue: ThroughputCatalogue) -> None:
+        import hetsched as hs
+        from hetsched.inputs.trace import Trace
+
+        assert Workload is Trace is hs.Trace is hs.Workload is hs.sim.Trace
+        tr = hs.generate_workload(6, rate_per_hour=4.0, seed=0, catalogue=catalogue)
+        assert isinstance(tr, Workload) and tr.source == "generated"
+        assert tr.rows is tr.catalogue_rows and tr.durations.shape == (6,)
+        assert {"job_type", "catalogue_row", "duration_s"} <= set(tr.to_frame().columns)
+        head = tr.head(2)
+        assert head.n_jobs == 2 and head.durations.tolist() == tr.durations[:2].tolist()
+        assert head.rows.tolist() == tr.rows[:2].tolist()
+
+    def test_sample_is_a_workload_with_its_catalogue(self, catalogue: ThroughputCatalogue) -> None:
+        w = sample_jobs(catalogue, 20, seed=1, arrival_rate_per_hour=5.0)
+        assert w.catalogue is catalogue and w.source == "workload" and w.unconsolidated is None
+        assert w.for_simulation() is w
+        with pytest.raises(AttributeError):
+            w.rows = np.zeros(20, dtype=np.int64)  # type: ignore[misc]
+
+    def test_simulation_rules_are_checked_by_for_simulation(self, catalogue: ThroughputCatalogue) -> None:
+        w = sample_jobs(catalogue, 5, seed=0, with_steps=False)  # a workload, not yet one to simulate
+        assert len(w) == 5
+        with pytest.raises(ValidationError, match=r"must carry `steps_remaining`"):
+            w.for_simulation()
+        jobs = JobSet([[1.0]] * 2, gpu_types=["v100"], ids=["a", "b"], steps_remaining=[1.0, 1.0],
+                      arrival_times=[5.0, 1.0])
+        with pytest.raises(ValidationError, match=r"non-decreasing.*job 'b' \(row 1\)"):
+            Workload(jobs).for_simulation()
+
+    @pytest.mark.parametrize("kwargs, match", [
+        ({"job_types": ["x"]}, r"`job_types` must have length n_jobs = 2; got 1"),
+        ({"durations": [1.0, -1.0]}, r"`durations` must be finite and non-negative; job 'b'"),
+        ({"durations": [1.0]}, r"`durations`"),
+        ({"catalogue_rows": np.array([0, 1])}, r"`catalogue` and `catalogue_rows` must be given together"),
+        ({"deadlines": [0.0, 9.0]}, r"`deadlines` must be later than the job's arrival"),
+    ])
+    def test_bad_fields(self, kwargs: dict, match: str) -> None:
+        jobs = JobSet([[1.0]] * 2, gpu_types=["v100"], ids=["a", "b"])
+        with pytest.raises(ValidationError, match=match):
+            Workload(jobs, **kwargs)

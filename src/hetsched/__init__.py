@@ -12,7 +12,7 @@ from __future__ import annotations
 import logging
 
 from . import mechanism, policies, schedulers, sim
-from .api import solve, validate_problem
+from .api import Partitioned, solve, validate_problem
 from .errors import (
     CapabilityError,
     DataNotFoundError,
@@ -45,6 +45,7 @@ from .mechanism import RoundPlan, ShareHistory, carve_shares, plan_round
 from .online import OnlineScheduler
 from .placement import Placement, PlacementCosts, place, place_plan
 from .result import Allocation
+from .rounds import MechanismOptions
 from .schedulers import ServiceDistribution, Tiresias, TiresiasState
 from .sim import (
     PolicyScheduler,
@@ -60,7 +61,6 @@ from .sim import (
     sweep,
 )
 from .solvers import available_solvers
-from .solvers.partition import Partitioned
 from .solvers.program import LinearProgram
 
 logging.getLogger(__name__).addHandler(logging.NullHandler())
@@ -71,7 +71,7 @@ __version__ = "0.1.0"
 #: placement, simulator and errors (:mod:`hetsched.errors`).
 __all__ = [
     "Allocation", "CapabilityError", "Cluster", "DataNotFoundError", "HetschedError", "JobSet",
-    "LinearProgram", "MainModuleGuardError", "MissingFieldError", "OnlineScheduler", "PairThroughputs",
+    "LinearProgram", "MainModuleGuardError", "MechanismOptions", "MissingFieldError", "OnlineScheduler", "PairThroughputs",
     "Partitioned", "Placement", "PlacementCosts", "Policy", "PolicyScheduler", "RoundPlan", "RoundRows",
     "RoundScheduler", "RoundView", "SchedulerError", "Server", "ServiceDistribution", "ShareHistory",
     "SimOptions", "SimulationResult", "SolverError", "ThroughputCatalogue", "Tiresias", "TiresiasState",
@@ -99,7 +99,7 @@ MOVED_MODULES = {
     "hetsched.aggregation": "hetsched.formulations.aggregation",
     "hetsched.program": "hetsched.solvers.program",
     "hetsched.engine": "hetsched.solvers.context",
-    "hetsched.partition": "hetsched.solvers.partition",
+    "hetsched.partition": "hetsched.api",
     "hetsched.certificate": "hetsched.solvers.certificate",
     "hetsched.structured": "hetsched.solvers.structured",
     **{f"hetsched.structured.{m}": f"hetsched.solvers.structured.{m}"
@@ -116,12 +116,15 @@ MOVED_MODULES = {
     "hetsched.sim.load_report": "hetsched.inputs.traces.load_report",
     "hetsched.sim.trace": "hetsched.inputs.trace",
     "hetsched.online.replay": "hetsched.sim.replay",
+    # POP partitioning runs whole solves: it moved up to the api stage (solvers sit below it)
+    "hetsched.solvers.partition": "hetsched.api",
 }
 
 #: Names that moved to another package (issue 24), as ``(package, name) -> new module``: the
 #: old attribute still works for one release and warns when called.
 MOVED_NAMES = {
     ("hetsched.online", "simulate_online"): "hetsched.sim.replay",
+    ("hetsched.online.sides", "bind_online"): "hetsched.online.job_tables",
 }
 
 

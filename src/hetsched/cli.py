@@ -54,6 +54,7 @@ from .inputs.throughputs import (
 from .policies import FinishTimeFairness, MaxMinFairness
 from .schedulers import Tiresias
 from .sim import (
+    SimOptions,
     SimulationResult,
     generate_workload,
     load_trace,
@@ -61,6 +62,7 @@ from .sim import (
     simulate,
     sweep,
 )
+from .sim.options import make_options
 from .sim.provenance import progress_wanted, provenance, write_provenance
 from .validation import check_int
 from .validation import check_output_path as _check_out
@@ -538,8 +540,9 @@ def _demo(args: argparse.Namespace, out: TextIO) -> int:
     for name in names:
         try:
             sched = extras[name](catalogue) if name in extras else name
-            res = simulate(sched, trace, cluster, round_seconds=args.round_seconds, solver=args.solver,
-                           solve_time_limit=args.time_limit, record_runs=False)
+            opts = SimOptions(round_seconds=args.round_seconds, solver=args.solver, solve_time_limit=args.time_limit,
+                              record_runs=False)
+            res = simulate(sched, trace, cluster, options=opts)
         except HetschedError as exc:
             if isinstance(exc, ValidationError):
                 notes.append(f"note: skipped {name!r}: {exc}")
@@ -602,8 +605,8 @@ def _simulate(args: argparse.Namespace, out: TextIO) -> int:
         cluster = _parse_cluster(args.cluster, args.gpus_per_server)
         trace = _workload(args, cluster)
         pol = _make_policy(args.policy, args.param)
-        res = simulate(pol, trace, cluster, seed=args.seed, progress=progress, record_runs=args.runs,
-                       **_sim_kwargs(args))
+        opts = make_options(seed=args.seed, progress=progress, record_runs=args.runs, **_sim_kwargs(args))
+        res = simulate(pol, trace, cluster, options=opts)
     _print_summary(res, out)
     if args.out is not None:
         record = provenance(argv=args.command_line, config=res.config, seed=res.config.get("seed"),

@@ -1,6 +1,6 @@
 """Where parallel work runs: the default process pool, its main-module guard, and Ray.
 
-:func:`hetsched.sweep` and :class:`hetsched.solvers.partition.Partitioned` accept any
+:func:`hetsched.sweep` and :class:`hetsched.api.Partitioned` accept any
 :class:`concurrent.futures.Executor`. Without one they start a process pool here
 (:func:`process_pool`). Dask's ``Client.get_executor()`` already is an Executor; Ray has
 none, so :class:`RayExecutor` adapts Ray tasks to the interface (``ObjectRef.future()``).

@@ -23,7 +23,7 @@ from .formulations.base import (
 )
 from .formulations.spaces.packing import Packing
 from .formulations.spaces.placement_sensitivity import PlacementSensitivity
-from .solvers.partition import Partitioned
+from .api import Partitioned
 
 _CLASSES: dict[str, type[Policy]] = {cls.__name__: cls for cls in registered_policies().values()}
 globals().update(_CLASSES)

@@ -17,6 +17,7 @@ always names the argument as the user wrote it, the rule it broke and the value.
 :func:`check_probability`  a number in [0, 1]
 :func:`check_choice`       one of a list of values
 :func:`check_nonempty_str` a non-empty string
+:func:`check_instance`     an instance of a class (the message shows the value's type)
 :func:`check_mapping`      a mapping (``collections.abc.Mapping``)
 :func:`check_type_map`     a mapping GPU type -> number, each entry checked by a rule
 :func:`check_matrix`       a numeric array of a given shape, finite and non-negative
@@ -59,6 +60,7 @@ __all__ = [
     "as_rng",
     "check_bool",
     "check_choice",
+    "check_instance",
     "check_int",
     "check_interval",
     "check_mapping",
@@ -237,6 +239,27 @@ def check_nonempty_str(value: Any, name: str, *, allow_none: bool = False) -> st
         return None
     if not isinstance(value, str) or not value:
         raise fail(name, "a non-empty string" + (" or None" if allow_none else ""), value)
+    return value
+
+
+def check_instance(value: Any, name: str, types: type | tuple[type, ...], rule: str, *,
+                   allow_none: bool = False) -> Any:
+    """``value`` if it is an instance of ``types`` (None passes with ``allow_none``).
+
+    ``rule`` names what is expected ("a hetsched.Cluster"); " or None" is added with
+    ``allow_none``. The message shows the value's type, not its ``repr``.
+
+    Examples
+    --------
+    >>> check_instance([1], "cluster", dict, "a hetsched.Cluster", allow_none=True)
+    Traceback (most recent call last):
+    ...
+    hetsched.errors.ValidationError: `cluster` must be a hetsched.Cluster or None; got list.
+    """
+    if value is None and allow_none:
+        return None
+    if not isinstance(value, types):
+        raise fail(name, rule + (" or None" if allow_none else ""), value, shown=type(value).__name__)
     return value
 
 

@@ -73,9 +73,9 @@ import numpy as np
 
 from ..errors import SolverError, ValidationError
 from ..inputs.cluster import Cluster
-from ..inputs.jobs import RESOURCE_FIELDS, JobSet
+from ..inputs.jobs import RESOURCE_FIELDS, JobSet, usable_mask
 from ..solvers.context import SolveContext
-from ..validation import check_real
+from ..validation import check_mapping, check_real
 from .base import Policy, PolicyOutcome, register_policy
 
 __all__ = ["AlloX", "allox_schedule"]
@@ -123,10 +123,8 @@ class AlloX(Policy):
         check_real(self.alpha, "alpha", low=0.0, high=1.0, low_open=True)
         check_real(self.horizon, "horizon", low=0.0, low_open=True, allow_none=True,
                    rule="a positive number of seconds or None")
-        if self.pinned is not None and not isinstance(self.pinned, Mapping):
-            raise ValidationError(
-                f"`pinned` must be a mapping of job id -> GPU type; got {type(self.pinned).__name__}."
-            )
+        if self.pinned is not None:
+            check_mapping(self.pinned, "pinned", rule="a mapping of job id -> GPU type")
 
     def objective_of(self, X: np.ndarray, jobs: JobSet, cluster: Cluster) -> float:
         """Not defined from X alone (the order on each GPU matters); see ``extra``."""
@@ -233,7 +231,7 @@ def allox_schedule(jobs: JobSet, cluster: Cluster, *, alpha: float = 1.0,
     n_free = int(free.sum())
     n_c = min(order.size, max(int(math.ceil(alpha * order.size - 1e-12)), n_free))
     cand = order[:n_c]
-    usable = (T[cand] > 0) & (free[None, :] >= s[cand, None])
+    usable = usable_mask(T[cand], s[cand], free)
     ok = usable.any(axis=1)
     if not ok.all():
         log.info("allox: %d candidate job(s) have no usable GPU type with room this horizon", int((~ok).sum()))

@@ -15,6 +15,7 @@ from ..solvers.base import SolverOutput
 from ..solvers.context import SolveContext
 from ..solvers.program import LinearProgram
 from ..validation import check_bool
+from .tables import WORKLOAD, TableBinding
 
 __all__ = [
     "Policy",
@@ -73,9 +74,14 @@ class Policy:
         unconsolidated gangs), which the round loop schedules instead of X. False here; a
         policy over a packed / placement-sensitive space says True (see
         :class:`~hetsched.formulations.spaces.space.SpaceOptions`).
+    job_tables : tuple of str
+        Capability: the parameters that hold per-job tables keyed by job id (packing,
+        placement sensitivity, Sia's goodput). A policy that declares any re-keys them in
+        :meth:`bind_tables`; drivers call that and never look the parameters up by name.
     """
 
     name: ClassVar[str] = ""
+    job_tables: ClassVar[tuple[str, ...]] = ()
     emits_configurations: ClassVar[bool] = False
     emits_allocation_rows: ClassVar[bool] = False
     requires: ClassVar[tuple[str, ...]] = ()
@@ -133,6 +139,22 @@ class Policy:
         if out.mip_gap is not None:
             extra.setdefault("mip_gap", out.mip_gap)
         return PolicyOutcome(X=X, objective=objective, status=out.status, message=out.message, extra=extra)
+
+    def bind_tables(self, binding: TableBinding) -> Policy:
+        """This policy with its per-job tables (:attr:`job_tables`) keyed by the job numbers
+        of ``binding`` and the tables given as ``"workload"`` built (see
+        :mod:`hetsched.formulations.tables`). A policy without tables returns itself.
+        """
+        return self
+
+    def bound_tables(self) -> tuple[str, ...]:
+        """The :attr:`job_tables` this policy holds (not None)."""
+        return tuple(name for name in self.job_tables if getattr(self, name) is not None)
+
+    def workload_tables(self) -> tuple[str, ...]:
+        """The :attr:`job_tables` given as ``"workload"`` (the driver builds them)."""
+        return tuple(name for name in self.bound_tables()
+                     if isinstance(getattr(self, name), str) and getattr(self, name) == WORKLOAD)
 
     def params(self) -> dict[str, Any]:
         """The policy's parameters as given."""

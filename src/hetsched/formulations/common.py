@@ -22,7 +22,7 @@ import dataclasses
 import numpy as np
 import scipy.sparse as sp
 
-from ..inputs.jobs import JobSet
+from ..inputs.jobs import JobSet, usable_mask  # the usable-GPU rule lives with the jobs (inputs use it too)
 from ..solvers.program import LinearProgram
 from .builder import AllocationVars, ProgramBuilder
 from .level_matrix import level_rows_csr
@@ -37,11 +37,6 @@ __all__ = [
     "throughput_rows",
     "usable_mask",
 ]
-
-
-def usable_mask(T: np.ndarray, scale_factors: np.ndarray, capacities: np.ndarray) -> np.ndarray:
-    """(n, m) bool: job j can run on type k (T > 0 and at least s_j GPUs of type k)."""
-    return (T > 0) & (capacities[None, :] >= scale_factors[:, None])
 
 
 def add_base_rows(b: ProgramBuilder, X: AllocationVars, jobs: JobSet, capacities: np.ndarray, *,

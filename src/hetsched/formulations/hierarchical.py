@@ -46,7 +46,7 @@ from ..errors import MissingFieldError, ValidationError, show
 from ..inputs.cluster import Cluster
 from ..inputs.jobs import JobSet
 from ..solvers.context import SolveContext
-from ..validation import check_real
+from ..validation import check_choice, check_mapping, check_real
 from .base import Policy, PolicyOutcome, register_policy
 from .builder import ProgramBuilder
 from .common import add_base_rows, retry_exact
@@ -59,6 +59,9 @@ __all__ = ["HierarchicalMaxMinFairness"]
 #: jobs inside are filled (1e-9, the slack of job levels, left too little room: HiGHS then
 #: declared some of the within-entity LPs infeasible).
 TOTALS_RELATIVE_SLACK = 1e-7
+
+#: How jobs share their entity's allocation (``intra``).
+INTRA_CHOICES = ("fairness", "fifo")
 
 
 @register_policy
@@ -86,15 +89,10 @@ class HierarchicalMaxMinFairness(Policy):
     def __post_init__(self) -> None:
         super().__post_init__()
         if self.entity_weights is not None:
-            if not isinstance(self.entity_weights, Mapping):
-                raise ValidationError(
-                    f"`entity_weights` must be a mapping entity -> positive weight or None; "
-                    f"got {type(self.entity_weights).__name__}."
-                )
+            check_mapping(self.entity_weights, "entity_weights", rule="a mapping entity -> positive weight or None")
             for k, v in self.entity_weights.items():
                 check_real(v, f"entity_weights[{show(k)}]", low=0.0, low_open=True, rule="a positive number")
-        if not isinstance(self.intra, str) or self.intra not in ("fairness", "fifo"):
-            raise ValidationError(f"`intra` must be 'fairness' or 'fifo'; got {show(self.intra)}.")
+        check_choice(self.intra, "intra", INTRA_CHOICES, rule="'fairness' or 'fifo'")
 
     def _entities(self, jobs: JobSet) -> tuple[np.ndarray, np.ndarray, list[Any], list[Any]]:
         """(entity code per row, weight per entity, entity labels, ignored entities)."""
@@ -102,8 +100,7 @@ class HierarchicalMaxMinFairness(Policy):
             raise MissingFieldError(
                 f"policy {self.name!r} needs job field `entities`; pass JobSet(..., entities=...)."
             )
-        if self.intra not in ("fairness", "fifo"):
-            raise ValidationError(f"`intra` must be 'fairness' or 'fifo'; got {self.intra!r}.")
+        check_choice(self.intra, "intra", INTRA_CHOICES, rule="'fairness' or 'fifo'")
         labels, codes = np.unique(jobs.entities.astype(str), return_inverse=True)
         originals = [jobs.entities[np.flatnonzero(codes == i)[0]] for i in range(len(labels))]
         weights = np.ones(len(labels))

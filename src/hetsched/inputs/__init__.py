@@ -3,9 +3,12 @@ their loaders, workload generators.
 
 * :mod:`.jobs` — :class:`JobSet`, the columnar job table (throughputs, gangs, weights, ...);
 * :mod:`.cluster` and :mod:`.topology` — GPU counts, prices, host resources; servers/racks;
-* :mod:`.throughputs` — throughput catalogues (Gavel's table, generated ones, pair and
-  placement variants);
-* :mod:`.workloads` — job samples and arrival processes drawn from a catalogue.
+* :mod:`.throughputs` — throughput catalogues (:mod:`~.throughputs.tables`), Gavel's
+  table (:mod:`~.throughputs.gavel`) and generated ones (:mod:`~.throughputs.generator`);
+* :mod:`.workloads` — :class:`Workload`, the one container of jobs with arrivals and their
+  source (``hetsched.Trace`` is the same class), job samples and arrival processes;
+* :mod:`.trace` — :func:`~.trace.generate_workload` and :func:`~.trace.as_trace`;
+* :mod:`.traces` — trace readers, one module per format.
 """
 
 from __future__ import annotations

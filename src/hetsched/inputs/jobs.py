@@ -17,7 +17,8 @@ from ..validation import (
     fail_at,
 )
 
-__all__ = ["OPTIONAL_FIELDS", "RESOURCE_FIELDS", "STEPS_MAX", "THROUGHPUT_RANGE", "TIME_MAX", "WEIGHT_RANGE", "JobSet"]
+__all__ = ["OPTIONAL_FIELDS", "RESOURCE_FIELDS", "STEPS_MAX", "THROUGHPUT_RANGE", "TIME_MAX", "WEIGHT_RANGE", "JobSet",
+           "usable_mask"]
 
 #: Optional per-job numeric fields, with the rule each must satisfy.
 OPTIONAL_FIELDS: dict[str, str] = {
@@ -32,6 +33,32 @@ OPTIONAL_FIELDS: dict[str, str] = {
 
 #: Per-GPU host-resource demands (job field) and the Cluster capacity each is checked against.
 RESOURCE_FIELDS: dict[str, str] = {"cpus_per_gpu": "cpus", "mem_per_gpu": "memory"}
+
+
+def usable_mask(T: np.ndarray, scale_factors: np.ndarray, capacities: np.ndarray) -> np.ndarray:
+    """The usable-GPU rule, the one place it is written: job j can use type k iff its
+    throughput there is positive and its gang fits the type's count.
+
+    Parameters
+    ----------
+    T : numpy.ndarray
+        (n, m) throughputs (0: cannot run there).
+    scale_factors : numpy.ndarray
+        (n,) GPUs per job (its gang size).
+    capacities : numpy.ndarray
+        (m,) GPUs of each type (the whole cluster's, or the free ones).
+
+    Returns
+    -------
+    numpy.ndarray
+        (n, m) bool: ``T > 0`` and ``capacities >= scale_factors``.
+
+    Examples
+    --------
+    >>> usable_mask(np.array([[1.0, 0.0], [2.0, 3.0]]), np.array([1, 4]), np.array([2, 8])).tolist()
+    [[True, False], [False, True]]
+    """
+    return (T > 0) & (capacities[None, :] >= scale_factors[:, None])
 
 # Magnitudes the policies solve reliably. Measured with the default solver (HiGHS, solver="auto")
 # on 3-job x 2-type instances, every registered policy, values 10**e (e = -16 .. 30): all

@@ -1,14 +1,18 @@
 """Traces: the jobs a simulation replays, generated or read from files.
 
-A :class:`Trace` is a :class:`~hetsched.JobSet` whose ``steps_remaining`` holds each
-job's *total* steps and whose ``arrival_times`` are sorted, plus what the simulator needs
-beyond a JobSet: the unconsolidated throughputs (the job spread over several servers), the
+A trace is a :class:`~hetsched.inputs.workloads.Workload` -- the one workload container;
+:class:`Trace` is another name for that same class (``Trace is Workload``), kept because
+the simulator's documents and results speak of traces. A simulation needs its jobs'
+``steps_remaining`` (each job's *total* steps) and sorted ``arrival_times``
+(:meth:`~hetsched.inputs.workloads.Workload.for_simulation` checks both); beyond a JobSet a
+trace may carry the unconsolidated throughputs (the job spread over several servers), the
 job types and absolute SLO deadlines.
 
 :func:`generate_workload` draws one with Gavel's Philly-derived generator (Poisson arrivals
 at ``rate_per_hour``, scale factors 1/2/4/8 w.p. 0.70/0.10/0.15/0.05, durations
 :math:`10^{U(1.5,3)}` min w.p. 0.8 else :math:`10^{U(3,4)}` min, job types from the
-throughput table); :mod:`hetsched.inputs.traces.readers` reads traces from files.
+throughput table); :mod:`hetsched.inputs.traces` reads traces from files;
+:func:`as_trace` turns what a user passes as a workload into a checked one.
 """
 
 from __future__ import annotations
@@ -17,224 +21,70 @@ import copy
 import logging
 import math
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import replace
 from typing import Any
 
 import numpy as np
-import pandas as pd
 
-from ..errors import ValidationError, show
+from ..errors import ValidationError
 from .jobs import JobSet
 from .throughputs import ThroughputCatalogue, generate_catalogue
 from .workloads import Workload, sample_jobs
-from ..validation import check_matrix
 
 __all__ = ["Trace", "as_trace", "generate_workload"]
 
 log = logging.getLogger(__name__)
 
-
-@dataclass(frozen=True, eq=False)
-class Trace:
-    """The jobs of a simulation, in arrival order.
-
-    Attributes
-    ----------
-    jobs : JobSet
-        Throughputs (consolidated, steps/s on ``scale_factor`` GPUs of each type), ids,
-        scale factors, weights, ``steps_remaining`` (the job's **total** steps, positive)
-        and ``arrival_times`` (seconds, finite, non-negative, non-decreasing).
-    unconsolidated : ndarray of shape (n_jobs, n_gpu_types), optional
-        Throughputs when a multi-GPU job's gang spans several servers (used when placement
-        spreads a gang); ``None``: spreading costs nothing.
-    job_types : ndarray of object, optional
-        Job type (model) of each job, for reports.
-    deadlines : ndarray of float, optional
-        Absolute SLO deadline of each job in seconds (``inf``: none).
-    source : str
-        Where the trace came from, in words (recorded in results).
-    meta : dict
-        Free-form details of the source (generator parameters, file names, skipped rows).
-    catalogue : ThroughputCatalogue, optional
-        The throughput catalogue the jobs were sampled from (a generated workload keeps
-        it): policies with ``packing="workload"`` or ``placement_sensitivity="workload"``
-        take the pair and unconsolidated tables from it in :func:`~hetsched.sim.simulate`.
-    catalogue_rows : ndarray of int64, optional
-        The catalogue row of each job (with ``catalogue``).
-    """
-
-    jobs: JobSet
-    unconsolidated: np.ndarray | None = None
-    job_types: np.ndarray | None = None
-    deadlines: np.ndarray | None = None
-    source: str = "jobs"
-    meta: dict[str, Any] = field(default_factory=dict)
-    catalogue: ThroughputCatalogue | None = None
-    catalogue_rows: np.ndarray | None = None
-
-    def __post_init__(self) -> None:
-        jobs = self.jobs
-        if not isinstance(jobs, JobSet):
-            raise ValidationError(f"`jobs` must be a hetsched.JobSet; got {type(jobs).__name__}.")
-        n, m = jobs.n_jobs, jobs.n_types
-        if n and not jobs.has("steps_remaining"):
-            raise ValidationError(
-                "`jobs` must carry `steps_remaining` (each job's total steps) to be simulated; "
-                "pass JobSet(..., steps_remaining=...)."
-            )
-        arr = jobs.field("arrival_times", 0.0) if n else np.zeros(0)
-        _check_arrivals(arr, jobs.ids)
-        if self.unconsolidated is not None:
-            U = check_matrix(self.unconsolidated, "unconsolidated", shape=(n, m),
-                             shape_text=f"(n_jobs, n_gpu_types) = ({n}, {m})",
-                             where=lambda i: f"job {show(jobs.ids[i[0]])}, GPU type {jobs.gpu_types[i[1]]!r}")
-            U.setflags(write=False)
-            object.__setattr__(self, "unconsolidated", U)
-        if self.job_types is not None:
-            jt = np.empty(n, dtype=object)
-            vals = list(self.job_types)
-            if len(vals) != n:
-                raise ValidationError(f"`job_types` must have length n_jobs = {n}; got {len(vals)}.")
-            jt[:] = vals
-            object.__setattr__(self, "job_types", jt)
-        if self.deadlines is not None:
-            d = np.array(self.deadlines, dtype=float)
-            if d.shape != (n,):
-                raise ValidationError(f"`deadlines` must have shape (n_jobs,) = ({n},); got {d.shape}.")
-            bad = np.isnan(d) | (d <= arr)
-            if bad.any():
-                j = int(np.flatnonzero(bad)[0])
-                raise ValidationError(
-                    f"`deadlines` must be later than the job's arrival (inf for none); job "
-                    f"{show(jobs.ids[j])} arrives at {show(arr[j])} with deadline {show(d[j])}."
-                )
-            object.__setattr__(self, "deadlines", d)
-        if (self.catalogue is None) != (self.catalogue_rows is None):
-            raise ValidationError("`catalogue` and `catalogue_rows` must be given together.")
-        if self.catalogue is not None:
-            if not isinstance(self.catalogue, ThroughputCatalogue):
-                raise ValidationError(
-                    f"`catalogue` must be a ThroughputCatalogue; got {type(self.catalogue).__name__}.")
-            rows = np.asarray(self.catalogue_rows)
-            if rows.shape != (n,) or (n and (rows.dtype.kind not in "iu" or rows.min() < 0
-                                             or rows.max() >= len(self.catalogue))):
-                raise ValidationError(
-                    f"`catalogue_rows` must hold one catalogue row number in [0, {len(self.catalogue) - 1}] per job "
-                    f"({n}); got shape {rows.shape}.")
-            object.__setattr__(self, "catalogue_rows", rows.astype(np.int64))
-
-    # ------------------------------------------------------------------ access
-    @property
-    def n_jobs(self) -> int:
-        """Number of jobs."""
-        return self.jobs.n_jobs
-
-    def __len__(self) -> int:
-        return self.jobs.n_jobs
-
-    @property
-    def gpu_types(self) -> tuple[str, ...]:
-        """Column labels of the throughput tables."""
-        return self.jobs.gpu_types
-
-    @property
-    def arrival_times(self) -> np.ndarray:
-        """Arrival time of each job, seconds."""
-        return self.jobs.field("arrival_times", 0.0)
-
-    @property
-    def total_steps(self) -> np.ndarray:
-        """Total steps of each job."""
-        return self.jobs.steps_remaining if self.n_jobs else np.zeros(0)
-
-    def to_frame(self) -> pd.DataFrame:
-        """One row per job: ``jobs.to_frame()`` plus ``job_type``, ``deadline`` and ``U_<type>``."""
-        df = self.jobs.to_frame()
-        if self.job_types is not None:
-            df.insert(0, "job_type", self.job_types)
-        if self.unconsolidated is not None:
-            for k, t in enumerate(self.gpu_types):
-                df[f"U_{t}"] = self.unconsolidated[:, k]
-        if self.deadlines is not None:
-            df["deadline"] = self.deadlines
-        return df
-
-    def head(self, n: int) -> Trace:
-        """The first ``n`` jobs (by arrival) as a new trace."""
-        n = int(n)
-        idx = np.arange(min(max(n, 0), self.n_jobs))
-        return Trace(
-            self.jobs.take(idx),
-            unconsolidated=None if self.unconsolidated is None else self.unconsolidated[idx],
-            job_types=None if self.job_types is None else self.job_types[idx],
-            deadlines=None if self.deadlines is None else self.deadlines[idx],
-            source=self.source,
-            meta=dict(self.meta),
-            catalogue=self.catalogue,
-            catalogue_rows=None if self.catalogue_rows is None else self.catalogue_rows[idx],
-        )
-
-    def __repr__(self) -> str:
-        span = float(self.arrival_times[-1] - self.arrival_times[0]) / 3600 if self.n_jobs else 0.0
-        return (
-            f"Trace(n_jobs={self.n_jobs}, gpu_types={list(self.gpu_types)}, arrivals over {span:.3g} h, "
-            f"unconsolidated={self.unconsolidated is not None}, source={self.source!r})"
-        )
+#: Another name for :class:`~hetsched.inputs.workloads.Workload` (the same class object):
+#: the jobs of a simulation, in arrival order.
+Trace = Workload
 
 
-def _check_arrivals(arr: np.ndarray, ids: np.ndarray) -> None:
-    if arr.size == 0:
-        return
-    bad = ~np.isfinite(arr) | (arr < 0)
-    if bad.any():
-        j = int(np.flatnonzero(bad)[0])
-        raise ValidationError(
-            f"`arrival_times` must be finite and non-negative; job {show(ids[j])} (row {j}) has {show(arr[j])}."
-        )
-    down = np.flatnonzero(arr[1:] < arr[:-1])
-    if down.size:
-        j = int(down[0]) + 1
-        raise ValidationError(
-            f"`arrival_times` must be non-decreasing (jobs in arrival order); job {show(ids[j])} (row {j}) "
-            f"arrives at {show(arr[j])}, before job {show(ids[j - 1])} (row {j - 1}) at {show(arr[j - 1])}."
-        )
+def _catalogue_unconsolidated(catalogue: ThroughputCatalogue, rows: np.ndarray,
+                              gpu_types: Sequence[str]) -> np.ndarray | None:
+    """The unconsolidated throughputs of catalogue ``rows`` over the columns ``gpu_types``
+    (None when the catalogue has no unconsolidated table)."""
+    if catalogue.unconsolidated is None:
+        return None
+    cols = [catalogue.gpu_types.index(t) for t in gpu_types]
+    return catalogue.unconsolidated[np.ix_(rows, cols)]
 
 
-def as_trace(workload: Any, *, catalogue: ThroughputCatalogue | None = None) -> Trace:
-    """Turn what a user passes as a workload into a :class:`Trace`.
+def as_trace(workload: Any, *, catalogue: ThroughputCatalogue | None = None) -> Workload:
+    """Turn what a user passes as a workload into one a simulation can replay.
 
     Parameters
     ----------
-    workload : Trace, JobSet or hetsched.inputs.workloads.Workload
+    workload : Workload (also named Trace) or JobSet
         A JobSet needs ``steps_remaining`` (total steps); ``arrival_times`` default to 0.
-        A Workload takes its unconsolidated throughputs from ``catalogue`` when given.
     catalogue : ThroughputCatalogue, optional
-        The catalogue a Workload was sampled from.
+        The catalogue a workload without unconsolidated throughputs was sampled from (e.g.
+        by :func:`~hetsched.inputs.workloads.sample_jobs`): its unconsolidated table fills
+        them, and it becomes the workload's ``catalogue``. Ignored for a workload without
+        catalogue rows, or one with unconsolidated throughputs.
 
     Returns
     -------
-    Trace
+    Workload
+        Checked by :meth:`~hetsched.inputs.workloads.Workload.for_simulation`.
 
     Raises
     ------
     ValidationError
-        Anything else, or a job set that breaks a trace rule (see :class:`Trace`).
+        Anything else, or jobs that break a simulation rule (``steps_remaining`` present,
+        arrivals finite, non-negative and in order).
     """
-    if isinstance(workload, Trace):
-        return workload
     if isinstance(workload, JobSet):
-        return Trace(workload, source="jobs")
-    if isinstance(workload, Workload):
-        U = None
-        if catalogue is not None and catalogue.unconsolidated is not None:
-            cols = [catalogue.gpu_types.index(t) for t in workload.jobs.gpu_types]
-            U = catalogue.unconsolidated[np.ix_(workload.rows, cols)]
-        return Trace(workload.jobs, unconsolidated=U, job_types=workload.job_types, source="workload",
-                     catalogue=catalogue, catalogue_rows=None if catalogue is None else workload.rows)
-    raise ValidationError(
-        f"`workload` must be a hetsched.sim.Trace, a JobSet or a hetsched.inputs.workloads.Workload; "
-        f"got {type(workload).__name__}."
-    )
+        return Workload(workload, source="jobs").for_simulation()
+    if not isinstance(workload, Workload):
+        raise ValidationError(
+            f"`workload` must be a hetsched.sim.Trace, a JobSet or a hetsched.Workload (Trace and Workload are "
+            f"the same class); got {type(workload).__name__}."
+        )
+    if catalogue is not None and workload.catalogue_rows is not None and workload.unconsolidated is None:
+        U = _catalogue_unconsolidated(catalogue, workload.catalogue_rows, workload.gpu_types)
+        workload = replace(workload, unconsolidated=U, catalogue=catalogue)
+    return workload.for_simulation()
 
 
 def generate_workload(
@@ -251,7 +101,7 @@ def generate_workload(
     n_entities: int | None = None,
     id_prefix: str | None = "j",
     pairs: bool = False,
-) -> Trace:
+) -> Workload:
     r"""A generated trace: Gavel's Philly-derived job mix with Poisson arrivals.
 
     Parameters
@@ -289,8 +139,9 @@ def generate_workload(
 
     Returns
     -------
-    Trace
-        With unconsolidated throughputs when the catalogue has them.
+    Workload
+        A trace (``source="generated"``) with the catalogue, its rows and the sampled
+        durations; unconsolidated throughputs when the catalogue has them.
 
     Examples
     --------
@@ -337,8 +188,7 @@ def generate_workload(
             raise ValidationError(f"`slo_factors` must be a non-empty sequence of positive numbers; got {slo_factors!r}.")
         pick = f[gen.integers(0, f.size, size=w.jobs.n_jobs)]
         deadlines = w.jobs.field("arrival_times", 0.0) + pick * w.durations
-    tr = as_trace(w, catalogue=catalogue)
-    jobs = tr.jobs
+    jobs = w.jobs
     if n_entities is not None:
         if isinstance(n_entities, bool) or not isinstance(n_entities, (int, np.integer)) or n_entities < 1:
             raise ValidationError(f"`n_entities` must be a positive integer; got {n_entities!r}.")
@@ -346,14 +196,15 @@ def generate_workload(
         jobs = JobSet(jobs.throughputs, gpu_types=jobs.gpu_types, ids=jobs.ids, scale_factors=jobs.scale_factors,
                       weights=jobs.weights, steps_remaining=jobs.steps_remaining, arrival_times=jobs.arrival_times,
                       entities=ent)
-    return Trace(
+    return Workload(
         jobs,
-        unconsolidated=tr.unconsolidated,
-        job_types=tr.job_types,
+        unconsolidated=_catalogue_unconsolidated(catalogue, w.catalogue_rows, jobs.gpu_types),
+        job_types=w.job_types,
         deadlines=deadlines,
         source="generated",
         catalogue=catalogue,
-        catalogue_rows=tr.catalogue_rows,
+        catalogue_rows=w.catalogue_rows,
+        durations=w.durations,
         meta={
             "generator": "philly_mix",
             "n_jobs": int(n_jobs),

@@ -1,4 +1,5 @@
-"""Job mixes: sample JobSets from a throughput catalogue, random benchmark jobs, arrivals.
+"""Workloads: the one container of jobs with arrivals and their source (:class:`Workload`),
+job mixes sampled from a throughput catalogue, random benchmark jobs, arrivals.
 
 All randomness goes through an explicit ``seed`` (an int or a ``numpy.random.Generator``);
 the same seed gives the same jobs. Distributions and their sources are in ``docs/data.md``:
@@ -11,17 +12,19 @@ from __future__ import annotations
 import logging
 import math
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 import pandas as pd
 
-from ..errors import ValidationError
+from ..errors import ValidationError, show
 from ..validation import (
     as_rng,
     check_bool,
     check_int,
     check_interval,
+    check_matrix,
     check_names,
     check_nonneg,
     check_positive,
@@ -34,6 +37,7 @@ from .throughputs import ThroughputCatalogue, reference_column
 __all__ = [
     "DEFAULT_SCALE_FACTOR_PROBS",
     "Workload",
+    "catalogue_rows_of",
     "make_job_ids",
     "poisson_arrivals",
     "random_jobs",
@@ -51,36 +55,277 @@ _SCALE_FACTOR_ORDER = (1, 2, 4, 8)
 
 @dataclass(frozen=True, eq=False)
 class Workload:
-    """Jobs sampled from a :class:`~hetsched.inputs.throughputs.ThroughputCatalogue`.
+    """Jobs with arrivals and their source: the one workload container.
+
+    Generators (:func:`sample_jobs`, :func:`hetsched.generate_workload`), the trace readers
+    (:mod:`hetsched.inputs.traces`), the simulator and the ``from_workload`` constructors of
+    :class:`~hetsched.formulations.spaces.packing.Packing` and
+    :class:`~hetsched.formulations.spaces.placement_sensitivity.PlacementSensitivity` all
+    take and give this class; :class:`hetsched.Trace` is another name for it (``Trace is
+    Workload``).
+
+    The constructor checks the shapes and values of every field. What only a simulation
+    needs -- ``steps_remaining`` on every job and arrivals in order -- is checked by
+    :meth:`for_simulation` (which :func:`hetsched.simulate` calls), so that a job sample
+    without steps (``sample_jobs(..., with_steps=False)``) is a workload too.
 
     Attributes
     ----------
     jobs : JobSet
-        The jobs (throughputs, scale factors, and ``steps_remaining`` / ``arrival_times``
-        when asked for).
-    job_types : numpy.ndarray of object, shape (n_jobs,)
-        Job type of each job.
-    rows : numpy.ndarray of int64, shape (n_jobs,)
-        Catalogue row of each job (for pair lookups: ``catalogue.pairs.positions``).
-    durations : numpy.ndarray of float, shape (n_jobs,)
-        Sampled isolated run time of each job on its reference GPU type, seconds.
+        Throughputs (consolidated, steps/s on ``scale_factor`` GPUs of each type), ids,
+        scale factors, weights and, to be simulated, ``steps_remaining`` (the job's
+        **total** steps, positive) and ``arrival_times`` (seconds, finite, non-negative,
+        non-decreasing; absent: all 0).
+    unconsolidated : ndarray of shape (n_jobs, n_gpu_types), optional
+        Throughputs when a multi-GPU job's gang spans several servers (used when placement
+        spreads a gang); ``None``: spreading costs nothing.
+    job_types : ndarray of object, optional
+        Job type (model) of each job, for reports.
+    deadlines : ndarray of float, optional
+        Absolute SLO deadline of each job in seconds (``inf``: none).
+    source : str
+        Where the jobs came from, in words (recorded in results): ``"workload"`` for
+        :func:`sample_jobs`, ``"generated"`` for :func:`hetsched.generate_workload`, the
+        file for a trace read from disk.
+    meta : dict
+        Free-form details of the source (generator parameters, file names, skipped rows).
+    catalogue : ThroughputCatalogue, optional
+        The throughput catalogue the jobs were sampled from (a sampled or generated
+        workload keeps it): policies with ``packing="workload"`` or
+        ``placement_sensitivity="workload"`` take the pair and unconsolidated tables from
+        it in :func:`~hetsched.sim.simulate`.
+    catalogue_rows : ndarray of int64, optional
+        The catalogue row of each job (with ``catalogue``; :attr:`rows` is the same array).
+    durations : ndarray of float, optional
+        Sampled isolated run time of each job on its reference GPU type, seconds (sampled
+        and generated workloads).
+
+    Examples
+    --------
+    >>> from hetsched.inputs.throughputs import generate_catalogue
+    >>> w = sample_jobs(generate_catalogue(n_job_types=4, seed=0), 3, seed=1)
+    >>> w.n_jobs, w.rows is w.catalogue_rows, w.source
+    (3, True, 'workload')
+    >>> w.for_simulation() is w
+    True
     """
 
     jobs: JobSet
-    job_types: np.ndarray
-    rows: np.ndarray
-    durations: np.ndarray
+    unconsolidated: np.ndarray | None = None
+    job_types: np.ndarray | None = None
+    deadlines: np.ndarray | None = None
+    source: str = "jobs"
+    meta: dict[str, Any] = field(default_factory=dict)
+    catalogue: ThroughputCatalogue | None = None
+    catalogue_rows: np.ndarray | None = None
+    durations: np.ndarray | None = None
+
+    def __post_init__(self) -> None:
+        jobs = self.jobs
+        if not isinstance(jobs, JobSet):
+            raise ValidationError(f"`jobs` must be a hetsched.JobSet; got {type(jobs).__name__}.")
+        n, m = jobs.n_jobs, jobs.n_types
+        if self.unconsolidated is not None:
+            U = check_matrix(self.unconsolidated, "unconsolidated", shape=(n, m),
+                             shape_text=f"(n_jobs, n_gpu_types) = ({n}, {m})",
+                             where=lambda i: f"job {show(jobs.ids[i[0]])}, GPU type {jobs.gpu_types[i[1]]!r}")
+            U.setflags(write=False)
+            object.__setattr__(self, "unconsolidated", U)
+        if self.job_types is not None:
+            object.__setattr__(self, "job_types", _object_column(self.job_types, n))
+        if self.deadlines is not None:
+            arr = self.arrival_times
+            d = np.array(self.deadlines, dtype=float)
+            if d.shape != (n,):
+                raise ValidationError(f"`deadlines` must have shape (n_jobs,) = ({n},); got {d.shape}.")
+            bad = np.isnan(d) | (d <= arr)
+            if bad.any():
+                j = int(np.flatnonzero(bad)[0])
+                raise ValidationError(
+                    f"`deadlines` must be later than the job's arrival (inf for none); job "
+                    f"{show(jobs.ids[j])} arrives at {show(arr[j])} with deadline {show(d[j])}."
+                )
+            object.__setattr__(self, "deadlines", d)
+        if (self.catalogue is None) != (self.catalogue_rows is None):
+            raise ValidationError("`catalogue` and `catalogue_rows` must be given together.")
+        if self.catalogue is not None:
+            if not isinstance(self.catalogue, ThroughputCatalogue):
+                raise ValidationError(
+                    f"`catalogue` must be a ThroughputCatalogue; got {type(self.catalogue).__name__}.")
+            rows = np.asarray(self.catalogue_rows)
+            if rows.shape != (n,) or (n and (rows.dtype.kind not in "iu" or rows.min() < 0
+                                             or rows.max() >= len(self.catalogue))):
+                raise ValidationError(
+                    f"`catalogue_rows` must hold one catalogue row number in [0, {len(self.catalogue) - 1}] per job "
+                    f"({n}); got shape {rows.shape}.")
+            object.__setattr__(self, "catalogue_rows", rows.astype(np.int64))
+        if self.durations is not None:
+            object.__setattr__(self, "durations", check_matrix(
+                self.durations, "durations", shape=(n,), shape_text=f"(n_jobs,) = ({n},)",
+                where=lambda i: f"job {show(jobs.ids[i[0]])}"))
+
+    # ------------------------------------------------------------------ access
+    @property
+    def n_jobs(self) -> int:
+        """Number of jobs."""
+        return self.jobs.n_jobs
 
     def __len__(self) -> int:
         return self.jobs.n_jobs
 
+    @property
+    def gpu_types(self) -> tuple[str, ...]:
+        """Column labels of the throughput tables."""
+        return self.jobs.gpu_types
+
+    @property
+    def arrival_times(self) -> np.ndarray:
+        """Arrival time of each job, seconds (0 where the jobs carry none)."""
+        return self.jobs.field("arrival_times", 0.0) if self.n_jobs else np.zeros(0)
+
+    @property
+    def total_steps(self) -> np.ndarray:
+        """Total steps of each job."""
+        return self.jobs.steps_remaining if self.n_jobs else np.zeros(0)
+
+    @property
+    def rows(self) -> np.ndarray | None:
+        """The catalogue row of each job: another name for :attr:`catalogue_rows` (read-only)."""
+        return self.catalogue_rows
+
+    def for_simulation(self) -> Workload:
+        """This workload, once checked to be one a simulation can replay.
+
+        Returns
+        -------
+        Workload
+            ``self``.
+
+        Raises
+        ------
+        ValidationError
+            A job without ``steps_remaining``; an arrival that is not finite and
+            non-negative, or that comes before the previous job's (jobs must be in arrival
+            order).
+        """
+        jobs = self.jobs
+        if not jobs.n_jobs:
+            return self
+        if not jobs.has("steps_remaining"):
+            raise ValidationError(
+                "`jobs` must carry `steps_remaining` (each job's total steps) to be simulated; "
+                "pass JobSet(..., steps_remaining=...)."
+            )
+        arr = self.arrival_times
+        bad = ~np.isfinite(arr) | (arr < 0)
+        if bad.any():
+            j = int(np.flatnonzero(bad)[0])
+            raise ValidationError(
+                f"`arrival_times` must be finite and non-negative; job {show(jobs.ids[j])} (row {j}) has {show(arr[j])}."
+            )
+        down = np.flatnonzero(arr[1:] < arr[:-1])
+        if down.size:
+            j = int(down[0]) + 1
+            raise ValidationError(
+                f"`arrival_times` must be non-decreasing (jobs in arrival order); job {show(jobs.ids[j])} (row {j}) "
+                f"arrives at {show(arr[j])}, before job {show(jobs.ids[j - 1])} (row {j - 1}) at {show(arr[j - 1])}."
+            )
+        return self
+
     def to_frame(self) -> pd.DataFrame:
-        """``jobs.to_frame()`` with ``job_type``, ``catalogue_row`` and ``duration_s`` columns."""
+        """One row per job: ``jobs.to_frame()`` plus the columns of the fields present:
+        ``job_type`` (first), ``U_<type>``, ``deadline``, ``catalogue_row`` and ``duration_s``."""
         df = self.jobs.to_frame()
-        df.insert(0, "job_type", self.job_types)
-        df["catalogue_row"] = self.rows
-        df["duration_s"] = self.durations
+        if self.job_types is not None:
+            df.insert(0, "job_type", self.job_types)
+        if self.unconsolidated is not None:
+            for k, t in enumerate(self.gpu_types):
+                df[f"U_{t}"] = self.unconsolidated[:, k]
+        if self.deadlines is not None:
+            df["deadline"] = self.deadlines
+        if self.catalogue_rows is not None:
+            df["catalogue_row"] = self.catalogue_rows
+        if self.durations is not None:
+            df["duration_s"] = self.durations
         return df
+
+    def head(self, n: int) -> Workload:
+        """The first ``n`` jobs (by arrival) as a new workload."""
+        n = int(n)
+        idx = np.arange(min(max(n, 0), self.n_jobs))
+
+        def take(a: np.ndarray | None) -> np.ndarray | None:
+            return None if a is None else a[idx]
+
+        return Workload(self.jobs.take(idx), unconsolidated=take(self.unconsolidated), job_types=take(self.job_types),
+                        deadlines=take(self.deadlines), source=self.source, meta=dict(self.meta),
+                        catalogue=self.catalogue, catalogue_rows=take(self.catalogue_rows),
+                        durations=take(self.durations))
+
+    def __repr__(self) -> str:
+        arr = self.arrival_times
+        span = float(arr[-1] - arr[0]) / 3600 if self.n_jobs else 0.0
+        return (
+            f"Workload(n_jobs={self.n_jobs}, gpu_types={list(self.gpu_types)}, arrivals over {span:.3g} h, "
+            f"unconsolidated={self.unconsolidated is not None}, source={self.source!r})"
+        )
+
+
+def _object_column(values: Any, n: int) -> np.ndarray:
+    """``values`` as a new object array of length ``n`` (one entry per job)."""
+    if isinstance(values, np.ndarray) and values.dtype == object and values.shape == (n,):
+        return values.copy()
+    vals = list(values)
+    if len(vals) != n:
+        raise ValidationError(f"`job_types` must have length n_jobs = {n}; got {len(vals)}.")
+    out = np.empty(n, dtype=object)
+    out[:] = vals
+    return out
+
+
+def catalogue_rows_of(workload: Any, catalogue: ThroughputCatalogue | None = None
+                      ) -> tuple[ThroughputCatalogue, np.ndarray, np.ndarray]:
+    """The catalogue, catalogue rows and job ids of a workload sampled from a catalogue.
+
+    What the ``from_workload`` constructors of per-job tables (packing, placement
+    sensitivity) read.
+
+    Parameters
+    ----------
+    workload : Workload
+        Sampled from a catalogue (:func:`sample_jobs`, :func:`hetsched.generate_workload`):
+        it carries ``catalogue_rows``.
+    catalogue : ThroughputCatalogue, optional
+        The catalogue the rows index (default: the workload's own).
+
+    Returns
+    -------
+    (ThroughputCatalogue, ndarray of int64, ndarray)
+        The catalogue, each job's row in it and the job ids.
+
+    Raises
+    ------
+    ValidationError
+        ``workload`` is not a :class:`Workload`, carries no catalogue rows, or has a row
+        that ``catalogue`` lacks; ``catalogue`` is not a ThroughputCatalogue.
+    """
+    if not isinstance(workload, Workload):
+        raise ValidationError(
+            f"`workload` must be a hetsched.Workload (from sample_jobs, generate_workload or a trace reader); "
+            f"got {type(workload).__name__}.")
+    if workload.catalogue_rows is None:
+        raise ValidationError(
+            f"`workload` must be sampled from a throughput catalogue (carry `catalogue_rows`, as sample_jobs and "
+            f"generate_workload give); this one (source {workload.source!r}) has none.")
+    cat = workload.catalogue if catalogue is None else catalogue
+    if not isinstance(cat, ThroughputCatalogue):
+        raise ValidationError(f"`catalogue` must be a ThroughputCatalogue; got {type(cat).__name__}.")
+    rows = workload.catalogue_rows
+    if rows.size and rows.max() >= len(cat):
+        raise ValidationError(
+            f"`catalogue` must hold every row of `workload`; it has {len(cat)} rows, the workload names row "
+            f"{int(rows.max())}.")
+    return cat, rows, workload.jobs.ids
 
 
 def make_job_ids(n: int, prefix: str | None = "j") -> np.ndarray:
@@ -273,7 +518,9 @@ def sample_jobs(
     Returns
     -------
     Workload
-        ``jobs`` (a JobSet), ``job_types``, catalogue ``rows`` and ``durations``.
+        ``jobs`` (a JobSet), ``job_types``, the ``catalogue`` with each job's
+        ``catalogue_rows`` (also :attr:`Workload.rows`) and ``durations``; ``source``
+        ``"workload"``, no unconsolidated throughputs.
 
     Raises
     ------
@@ -345,7 +592,8 @@ def sample_jobs(
         **fields,
     )
     log.debug("sampled %d jobs from %r", n, catalogue)
-    return Workload(jobs=jobs, job_types=catalogue.job_types[rows], rows=rows, durations=durations)
+    return Workload(jobs, job_types=catalogue.job_types[rows], source="workload", catalogue=catalogue,
+                    catalogue_rows=rows, durations=durations)
 
 
 def random_jobs(

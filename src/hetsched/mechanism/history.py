@@ -17,7 +17,7 @@ import numpy as np
 import pandas as pd
 
 from ..errors import ValidationError
-from ..validation import check_positive, check_real
+from ..validation import check_instance, check_positive, check_real
 from .plan import RoundPlan
 from .validation import as_id_array
 
@@ -216,8 +216,7 @@ class ShareHistory:
         ValidationError
             ``plan`` is not a RoundPlan, or ``round_seconds`` is not a positive number.
         """
-        if not isinstance(plan, RoundPlan):
-            raise ValidationError(f"`plan` must be a RoundPlan from plan_round(); got {type(plan).__name__}.")
+        check_instance(plan, "plan", RoundPlan, "a RoundPlan from plan_round()")
         L = plan.round_seconds if round_seconds is None else check_round_seconds(round_seconds)
         if plan._base_version == self.version and plan._base is not None:
             base = plan._base  # the alignment the planner already made from this history

@@ -30,7 +30,7 @@ from ..errors import ValidationError
 from ..inputs.cluster import Cluster
 from ..inputs.jobs import JobSet
 from ..result import Allocation
-from ..validation import check_bool, check_choice, check_nonneg
+from ..validation import check_bool, check_choice, check_instance, check_nonneg
 from .history import ShareHistory, check_round_seconds
 from .packing import greedy_pack, greedy_pack_blocking, greedy_pack_members
 from .plan import MODES, RULES, RoundPlan
@@ -190,8 +190,7 @@ def _check_options(
     check_bool(work_conserving, "work_conserving")
     if history is None:
         history = ShareHistory.empty()
-    elif not isinstance(history, ShareHistory):
-        raise ValidationError(f"`history` must be a ShareHistory or None; got {type(history).__name__}.")
+    check_instance(history, "history", ShareHistory, "a ShareHistory or None")
     return tolerance, zero_tol, stickiness, L, history
 
 
@@ -400,10 +399,8 @@ def plan_round(
     >>> history.share_error(alloc.X) < 1e-9
     True
     """
-    if not isinstance(cluster, Cluster):
-        raise ValidationError(f"`cluster` must be a hetsched.Cluster; got {type(cluster).__name__}.")
-    if jobs is not None and not isinstance(jobs, JobSet):
-        raise ValidationError(f"`jobs` must be a hetsched.JobSet or None; got {type(jobs).__name__}.")
+    check_instance(cluster, "cluster", Cluster, "a hetsched.Cluster")
+    check_instance(jobs, "jobs", JobSet, "a hetsched.JobSet", allow_none=True)
     if jobs is not None and scale_factors is not None:
         raise ValidationError("give `jobs` or `scale_factors`, not both.")
     if isinstance(allocation, Allocation):

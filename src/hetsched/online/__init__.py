@@ -2,7 +2,9 @@
 reports and state that survives restarts (see ``docs/online.md``).
 
 * :class:`OnlineScheduler` — ``submit`` / ``report`` / ``complete`` / ``cancel`` /
-  ``next_round(now)`` over any round scheduler, persisted in SQLite (:mod:`.store`);
+  ``next_round(now)`` over any round scheduler, persisted in SQLite; three rooms behind it:
+  intake and reports (:mod:`.intake`), the round step (:mod:`.step`, returning an
+  :class:`OnlinePlan`) and persistence (:mod:`.store`, the only module that speaks SQL);
 * :class:`ThroughputEstimator` — moving averages of measurements, profiles and completion
   against a reference table (:mod:`.estimator`); :func:`holdout_errors` measures it;
 * :func:`register_state_type` — lets a custom round scheduler's state dataclass into the
@@ -16,7 +18,8 @@ from __future__ import annotations
 
 from .codec import register_state_type
 from .estimator import COMPLETIONS, ThroughputEstimator, holdout_errors
-from .scheduler import OnlinePlan, OnlineScheduler
+from .scheduler import OnlineScheduler
+from .step import OnlinePlan
 from .store import (
     SCHEMA_VERSION,
     StoreCorruptError,

@@ -1,5 +1,5 @@
-"""Rates of rows that are not one job alone on its gang, online: pair (space-sharing) rates,
-spread (unconsolidated) rates, and binding a policy's per-job tables to the jobs submitted.
+"""Rates of rows that are not one job alone on its gang, online: pair (space-sharing) rates
+and spread (unconsolidated) rates, and the tables a policy solves with built from them.
 
 :class:`SideRates` keeps, per ``(job, other, GPU type)`` (``other`` the partner's number for a
 pair, :data:`SPREAD` for the job spread over servers), the rate given at submit and the
@@ -14,25 +14,22 @@ consolidated one).
 ``placement_sensitivity="workload"`` solves with, over the active jobs (keyed by job number,
 as the round loop names jobs). Without given or learned pair rates the packing is exactly
 :meth:`Packing.from_catalogue` over the reference rows of the jobs' types, which is what
-:func:`hetsched.simulate` binds for a catalogue workload.
+:func:`hetsched.simulate` binds for a catalogue workload. The round step binds them into the
+policy (:mod:`.job_tables`).
 """
 
 from __future__ import annotations
 
-import dataclasses
 from collections.abc import Iterable, Sequence
 from typing import Any
 
 import numpy as np
 import pandas as pd
 
-from ..formulations.base import Policy
 from ..formulations.spaces.packing import Packing
-from ..formulations.spaces.placement_sensitivity import PlacementSensitivity
 from ..inputs.throughputs import PairThroughputs, ThroughputCatalogue
-from ..rounds.policy_scheduler import WORKLOAD, bind_workload
 
-__all__ = ["SPREAD", "SideRates", "bind_online", "online_packing", "online_sensitivity", "reference_rows"]
+__all__ = ["SPREAD", "SideRates", "online_packing", "online_sensitivity", "reference_rows"]
 
 #: ``other`` of a spread (unconsolidated) rate.
 SPREAD = -1
@@ -112,7 +109,8 @@ class SideRates:
         return out
 
     def load(self, rows: Iterable[tuple]) -> None:
-        """Fill from ``SELECT num, other, type, given, ema, n FROM side_rates`` rows."""
+        """Fill from ``(num, other, type, given, ema, n)`` rows
+        (:meth:`~hetsched.online.store.Store.load_side_rates`)."""
         for num, other, k, g, e, n in rows:
             if g is not None:
                 self._vec(self.given, (num, other), np.nan)[k] = g
@@ -225,26 +223,3 @@ def online_packing(active: np.ndarray, scale_factors: np.ndarray, T: np.ndarray,
     table = np.concatenate(thr) if thr else np.zeros((0, m, 2))
     return Packing(PairThroughputs(index, table), gpu_types=gpu_types, keys=pd.Series(keys, index=active))
 
-
-def bind_online(policy: Policy, *, ids: np.ndarray, active: np.ndarray, scale_factors: np.ndarray, T: np.ndarray,
-                sides: SideRates, reference: ThroughputCatalogue | None, rows: np.ndarray,
-                gpu_types: Sequence[str]) -> Policy:
-    """``policy`` with its per-job tables bound to the jobs submitted so far: tables keyed by
-    job id re-keyed to job numbers (:func:`~hetsched.rounds.policy_scheduler.bind_workload`),
-    ``"workload"`` tables built by :func:`online_packing` / :func:`online_sensitivity`."""
-    changes: dict[str, Any] = {}
-    for name in ("packing", "placement_sensitivity"):
-        value = getattr(policy, name, None)
-        if isinstance(value, str) and value == WORKLOAD:
-            changes[name] = None
-    base = dataclasses.replace(policy, **changes) if changes else policy
-    bound = bind_workload(base, {"ids": ids})
-    if not changes:
-        return bound
-    out: dict[str, Any] = {}
-    if "packing" in changes:
-        out["packing"] = online_packing(active, scale_factors, T, sides, reference, rows, gpu_types)
-    if "placement_sensitivity" in changes:
-        U = online_sensitivity(active, T, sides, reference, rows, gpu_types)
-        out["placement_sensitivity"] = PlacementSensitivity(pd.DataFrame(U, index=active, columns=list(gpu_types)))
-    return dataclasses.replace(bound, **out)

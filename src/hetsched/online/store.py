@@ -1,8 +1,12 @@
-"""The SQLite store of an :class:`~hetsched.online.OnlineScheduler` (stdlib ``sqlite3``).
+"""The SQLite store of an :class:`~hetsched.online.OnlineScheduler` (stdlib ``sqlite3``): the
+persistence room, and the only module of :mod:`hetsched.online` that speaks SQL.
 
-One file holds everything the scheduler needs to continue after a crash; every public call
-of the scheduler is one transaction (``BEGIN IMMEDIATE`` ... ``COMMIT``; nothing is written
-when the call raises). WAL journal mode; ``synchronous`` FULL by default (a commit survives
+One file holds everything the scheduler needs to continue after a crash. :class:`Store`
+reads and writes it through named methods (``save_config``, ``save_job``, ``finish_job``,
+``append_report``, ``save_round``; ``load_jobs``, ``load_measured``, ``load_side_rates``,
+``load_snapshot``, ``reported_seconds``), each write one transaction (``BEGIN IMMEDIATE``
+... ``COMMIT``; nothing is written when it raises), so every public call of the scheduler
+is one transaction. WAL journal mode; ``synchronous`` FULL by default (a commit survives
 a power loss; NORMAL survives a process crash and is faster).
 
 Tables (schema version :data:`SCHEMA_VERSION`):
@@ -59,7 +63,8 @@ import json
 import logging
 import os
 import sqlite3
-from collections.abc import Iterator
+import time
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -105,6 +110,7 @@ CREATE TABLE side_rates (num INTEGER NOT NULL, other INTEGER NOT NULL, type INTE
 _TABLES = {"meta", "jobs", "measured", "reports", "rounds", "leases", "snapshot", "arrays", "array_deltas",
            "side_rates"}
 _SYNC = ("OFF", "NORMAL", "FULL", "EXTRA")
+_MARK_CHANGED = "UPDATE meta SET value = '1' WHERE key = 'changed'"
 
 
 class StoreError(HetschedError, RuntimeError):
@@ -202,6 +208,8 @@ class Store:
         if not isinstance(synchronous, str) or synchronous.upper() not in _SYNC:
             raise fail("synchronous", f"one of {list(_SYNC)}", synchronous)
         self.path = None if path is None else Path(path)
+        self.arrays = ArrayTable()
+        self.stored = 0   # bytes of round state the last save_round wrote
         self._lock_fd: int | None = None
         self.conn: sqlite3.Connection | None = None
         if self.path is not None:
@@ -328,6 +336,109 @@ class Store:
             return json.loads(raw)
         except json.JSONDecodeError as exc:
             raise StoreCorruptError(f"store {self.where!r}: its configuration is not valid JSON ({exc}).") from None
+
+    # ------------------------------------------------------------------ reading back
+    def load_jobs(self) -> list[tuple]:
+        """Every ``jobs`` row, in submit order (what :meth:`JobTable.load
+        <hetsched.online.table.JobTable.load>` reads)."""
+        return self._rows("SELECT * FROM jobs ORDER BY num")
+
+    def load_measured(self) -> list[tuple]:
+        """``(num, type, ema, n)``: each job's moving average of its own rate per type."""
+        return self._rows("SELECT num, type, ema, n FROM measured")
+
+    def load_side_rates(self) -> list[tuple]:
+        """``(num, other, type, given, ema, n)`` of every pair and spread rate, ordered."""
+        return self._rows("SELECT num, other, type, given, ema, n FROM side_rates ORDER BY num, other, type")
+
+    def load_snapshot(self) -> tuple[int, float, str, dict[str, np.ndarray]] | None:
+        """``(plans made, time of the last plan, state tree, arrays)`` of the last round, or
+        None before the first plan (or for a store that never keeps one, in memory)."""
+        snap = self._rows("SELECT round, now, tree FROM snapshot WHERE id = 1")
+        if not snap:
+            return None
+        assert self.conn is not None
+        return int(snap[0][0]), float(snap[0][1]), str(snap[0][2]), self.arrays.load(self.conn)
+
+    def reported_seconds(self, round_index: int) -> list[tuple[int, float]]:
+        """``(num, seconds)``: per job, the seconds reported during round ``round_index``."""
+        return self._rows("SELECT num, SUM(seconds) FROM reports WHERE round = ? GROUP BY num ORDER BY num",
+                          (round_index,))
+
+    @property
+    def changed(self) -> bool:
+        """Whether the active set changed since the last plan (a submit, complete or cancel)."""
+        return self.get_meta("changed") == "1"
+
+    def _rows(self, sql: str, args: tuple = ()) -> list[tuple]:
+        if self.conn is None:
+            raise StoreError("the store is closed.")
+        return self.conn.execute(sql, args).fetchall()
+
+    # ------------------------------------------------------------------ writing (one transaction each)
+    def save_config(self, config: dict[str, Any]) -> None:
+        """Write the configuration of a fresh store (see :meth:`config`)."""
+        with self.transaction() as cur:
+            cur.execute("INSERT INTO meta VALUES ('config', ?)", (json.dumps(config, sort_keys=True),))
+
+    def save_job(self, row: Sequence[Any], side_rows: Sequence[tuple]) -> None:
+        """A submitted job: its ``jobs`` row, the ``side_rates`` rows it gave, and the mark
+        that the active set changed."""
+        with self.transaction() as cur:
+            cur.execute("INSERT INTO jobs VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)", tuple(row))
+            cur.executemany("INSERT INTO side_rates VALUES (?,?,?,?,?,?)", side_rows)
+            cur.execute(_MARK_CHANGED)
+
+    def finish_job(self, num: int, status: int, finish: float | None) -> None:
+        """Job ``num`` completed or cancelled (``status``) at ``finish`` (None: not given)."""
+        with self.transaction() as cur:
+            cur.execute("UPDATE jobs SET status = ?, finish = ? WHERE num = ?", (status, finish, num))
+            cur.execute(_MARK_CHANGED)
+
+    def append_report(self, round_index: int, num: int, gpu_type: int, steps: float, seconds: float, *,
+                      steps_done: float, iso_time: float, measured: tuple[float, int] | None = None,
+                      side: tuple[int, float | None, float, int] | None = None) -> None:
+        """A report of job ``num`` on type number ``gpu_type`` during round ``round_index``,
+        the job's new ``steps_done`` and ``iso_time``, and what it taught: ``measured``
+        ``(ema, n)`` of the job's own rate on that type, or ``side`` ``(other, given, ema,
+        n)`` of a pair or spread rate."""
+        with self.transaction() as cur:
+            cur.execute("INSERT INTO reports (round, num, type, steps, seconds) VALUES (?,?,?,?,?)",
+                        (round_index, num, gpu_type, steps, seconds))
+            if measured is not None:
+                cur.execute("INSERT OR REPLACE INTO measured VALUES (?,?,?,?)", (num, gpu_type, *measured))
+            if side is not None:
+                other, given, ema, n = side
+                cur.execute("INSERT OR REPLACE INTO side_rates VALUES (?,?,?,?,?,?)",
+                            (num, other, gpu_type, given, ema, n))
+            cur.execute("UPDATE jobs SET steps_done = ?, iso_time = ? WHERE num = ?", (steps_done, iso_time, num))
+
+    def save_round(self, round_index: int, now: float, *, tree: str | None, arrays: dict[str, np.ndarray],
+                   leases: Sequence[tuple[int, int, int, int, str | None]], n_active: int, solved: bool,
+                   solve_status: str, solve_s: float | None, plan_s: float) -> float:
+        """A planned round: the state tree and its arrays (as deltas; skipped when ``tree`` is
+        None), the leases ``(num, type, gpus, partner, gpu ids)`` replacing the last ones, the
+        ``rounds`` row, and the active set marked unchanged. Sets :attr:`stored` to the bytes
+        of round state written; returns the seconds of the SQLite commit alone."""
+        rows = [(j, round_index, k, g, p, ids) for j, k, g, p, ids in leases]
+        with self.transaction() as cur:
+            self.stored = 0
+            if tree is not None:
+                cur.execute("INSERT OR REPLACE INTO snapshot VALUES (1, ?, ?, ?)", (round_index + 1, now, tree))
+                self.arrays.write(cur, arrays)
+                self.stored = len(tree) + self.arrays.written
+            cur.execute("DELETE FROM leases")
+            cur.executemany("INSERT INTO leases VALUES (?,?,?,?,?,?)", rows)
+            cur.execute("INSERT INTO rounds VALUES (?,?,?,?,?,?,?,?)",
+                        (round_index, now, n_active, len(rows), int(solved), solve_status, solve_s, plan_s))
+            cur.execute("UPDATE meta SET value = '0' WHERE key = 'changed'")
+            c0 = time.perf_counter()
+        return time.perf_counter() - c0
+
+    @property
+    def is_open(self) -> bool:
+        """Whether the store can be used (not closed)."""
+        return self.conn is not None
 
     @property
     def where(self) -> str:

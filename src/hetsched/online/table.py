@@ -150,7 +150,8 @@ class JobTable:
                 None if math.isnan(self.finish[j]) else float(self.finish[j]))
 
     def load(self, rows: list[tuple], gpu_types: tuple[str, ...]) -> None:
-        """Fill from ``SELECT * FROM jobs ORDER BY num`` rows (the table must be empty)."""
+        """Fill from the ``jobs`` rows in submit order (:meth:`~hetsched.online.store.Store.load_jobs`; the
+        table must be empty)."""
         col = {t: k for k, t in enumerate(gpu_types)}
         for (num, text, kind, job_type, sf, weight, total, arrival, deadline, entity, profile, status, done, iso,
              finish) in rows:

@@ -11,7 +11,7 @@ import numpy as np
 from ..errors import ValidationError
 from ..inputs.cluster import Cluster
 from ..inputs.topology import Topology
-from ..validation import check_bool, check_choice
+from ..validation import check_bool, check_choice, check_instance
 from .costs import PlacementCosts
 from .network import build_network
 from .readback import read_back
@@ -104,10 +104,7 @@ def place(
     """
     t0 = time.perf_counter()
     topo = _topology(cluster)
-    if costs is None:
-        costs = PlacementCosts()
-    elif not isinstance(costs, PlacementCosts):
-        raise ValidationError(f"`costs` must be a PlacementCosts; got {type(costs).__name__}.")
+    costs = PlacementCosts() if costs is None else check_instance(costs, "costs", PlacementCosts, "a PlacementCosts")
     check_choice(solver, "solver", sorted(FLOW_SOLVERS))
     check_choice(order, "order", ("best_fit", "arbitrary"))
     check_bool(allow_overcommit, "allow_overcommit")

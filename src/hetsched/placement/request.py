@@ -16,7 +16,7 @@ import pandas as pd
 
 from ..errors import ValidationError
 from ..inputs.topology import Topology
-from ..validation import check_bool, check_integer_array, check_matrix
+from ..validation import check_bool, check_instance, check_integer_array, check_matrix
 
 __all__ = ["PlacementRequest", "make_request"]
 
@@ -84,8 +84,7 @@ def make_request(topology: Topology, job_ids: Any, gpu_types: Any, num_gpus: Any
 
     See :func:`hetsched.placement.place` for the meaning of the arguments.
     """
-    if not isinstance(topology, Topology):
-        raise ValidationError(f"`topology` must be a Topology; got {type(topology).__name__}.")
+    check_instance(topology, "topology", Topology, "a Topology")
     ids, index = _job_ids(job_ids)
     n = ids.shape[0]
     job_type = _job_types(topology, gpu_types, n)

@@ -21,6 +21,7 @@ from ..inputs.cluster import Cluster
 from ..inputs.throughputs import ThroughputCatalogue
 from ..policies import FinishTimeFairness, MaxMinFairness
 from ..sim.bench import GAVEL_CLUSTER, MIXES
+from ..sim.options import SimOptions
 from ..sim.simulator import simulate
 from ..inputs.trace import generate_workload
 from .base import ExperimentResult, Settings, published_table
@@ -39,8 +40,8 @@ def ftf_run(policy: str, seed: int, catalogue: ThroughputCatalogue, load: float,
     """One simulation: its summary row and the ρ of every measured job that finished."""
     trace = generate_workload(2 * window[1], rate_per_hour=load, seed=seed, catalogue=catalogue,
                               scale_factor_probs=MIXES["multi"])
-    res = simulate(FTF_POLICIES[policy], trace, Cluster(GAVEL_CLUSTER), window=window, preset="gavel", seed=seed,
-                   record_runs=False)
+    opts = SimOptions.preset("gavel", window=window, seed=seed, record_runs=False)
+    res = simulate(FTF_POLICIES[policy], trace, Cluster(GAVEL_CLUSTER), options=opts)
     jobs = res.jobs
     done = jobs["in_window"].to_numpy(bool) & jobs["completed"].to_numpy(bool)
     row = {"policy": policy, "load": load, "seed": seed, "window": f"{window[0]}-{window[1]}", **res.summary}

@@ -1,10 +1,12 @@
 """The round loop shared by the simulated-clock drivers: the workload as arrays
-(:class:`_Workload`), the clock (:class:`RoundClock`: arrivals, stop conditions, stall
-detection), :func:`run_rounds` (one iteration per round around a driver's per-round call),
-turning a policy or name into a round scheduler (:func:`as_scheduler`) and the result.
+(:class:`RoundWorkload`), the clock (:class:`RoundClock`: arrivals, stop conditions, stall
+detection), :func:`run_rounds` (one iteration per round around a driver's per-round call)
+and turning a policy or name into a round scheduler (:func:`as_scheduler`).
 
-:func:`hetsched.simulate` (:mod:`.simulator`) and :func:`hetsched.online.simulate_online`
-are its two drivers; they differ only in the per-round call.
+The loop knows nothing of its drivers: it runs on :class:`~hetsched.rounds.RoundOptions`
+and leaves its accounting in the :class:`~hetsched.rounds.Ledger` and its clock (status,
+rounds, time); :func:`hetsched.simulate` and :func:`hetsched.sim.replay.simulate_online`
+(the two drivers, which differ only in the per-round call) assemble the result from them.
 """
 
 from __future__ import annotations
@@ -25,21 +27,19 @@ from ..errors import ValidationError, show
 from ..formulations.base import Policy
 from ..formulations.common import isolated_allocation_arrays
 from ..inputs.cluster import Cluster
-from ..inputs.jobs import JobSet
+from ..inputs.jobs import JobSet, usable_mask
 from .ledger import Ledger
-from ..sim.metrics import package_versions, summarize, window_mask
-from ..sim.options import SimOptions
-from .policy_scheduler import WORKLOAD, PolicyScheduler, bind_workload
-from ..sim.result import SimulationResult
-from .protocol import NO_SLO, RoundScheduler, RoundView
+from .options import MechanismOptions, RoundOptions, window_mask
+from .policy_scheduler import PolicyScheduler, bind_workload
+from .protocol import NO_SLO, RoundScheduler, RoundView, SchedulerLike, WorkloadLike
 from ..inputs.trace import Trace, as_trace, generate_workload
 
-__all__ = ["RoundClock", "as_scheduler", "run_rounds", "scheduler_label"]
+__all__ = ["RoundClock", "RoundWorkload", "add_plan_time", "as_scheduler", "prepare", "run_rounds", "scheduler_label"]
 
 log = logging.getLogger(__name__)
 
 
-def _add_plan_time(timing: dict[str, float], info: Mapping[str, Any], plan_wall: float) -> None:
+def add_plan_time(timing: dict[str, float], info: Mapping[str, Any], plan_wall: float) -> None:
     """Split a plan's wall time into the solve (policy) and the rest (mechanism)."""
     solve_s = float(info.get("solve_s", math.nan))
     solve_s = solve_s if math.isfinite(solve_s) else 0.0
@@ -47,12 +47,13 @@ def _add_plan_time(timing: dict[str, float], info: Mapping[str, Any], plan_wall:
     timing["mechanism_s"] += plan_wall - solve_s
 
 
-def run_rounds(w: _Workload, opts: SimOptions, ledger: Ledger, step: Any, wall0: float) -> tuple[RoundClock, float]:
+def run_rounds(w: RoundWorkload, opts: RoundOptions, ledger: Ledger, step: Any, wall0: float
+               ) -> tuple[RoundClock, float]:
     """The round loop of every driver with a simulated clock (see the module docstring).
 
     ``step`` is the driver's per-round call, the only part that differs between
-    :func:`simulate` (the round scheduler called directly) and
-    :func:`hetsched.online.simulate_online` (an :class:`~hetsched.OnlineScheduler` told what
+    :func:`hetsched.simulate` (the round scheduler called directly) and
+    :func:`hetsched.sim.replay.simulate_online` (an :class:`~hetsched.OnlineScheduler` told what
     arrived, asked for the plan, told what ran): ``start(t)``, ``submit(arrived)``,
     ``plan(ledger, active, t, round, changed) -> (rows, spread, migrated, place_s)`` (the
     rows at the rates they progress at) and ``ran(ledger, rows, progress, active)``.
@@ -95,45 +96,34 @@ def run_rounds(w: _Workload, opts: SimOptions, ledger: Ledger, step: Any, wall0:
 
 
 # --------------------------------------------------------------------------- pieces
-def _options(options: SimOptions | None, kwargs: Mapping[str, Any]) -> SimOptions:
-    kwargs = dict(kwargs)
-    preset = kwargs.pop("preset", None)
-    if preset is not None and options is not None:
-        raise ValidationError("give `preset` or `options`, not both (use SimOptions.preset(name, ...) for both).")
-    if preset is not None:
-        return SimOptions.preset(preset, **kwargs)
-    if options is None:
-        options = SimOptions()
-    elif not isinstance(options, SimOptions):
-        raise ValidationError(f"`options` must be a hetsched.sim.SimOptions or None; got {type(options).__name__}.")
-    return options.replace(**kwargs) if kwargs else options
-
-
-def as_scheduler(scheduler: Any, options: SimOptions | None = None) -> RoundScheduler:
+def as_scheduler(scheduler: SchedulerLike, options: MechanismOptions | None = None) -> RoundScheduler:
     """The round scheduler for ``scheduler``: a policy (name or object) becomes a
-    :class:`PolicyScheduler` with the mechanism options of ``options``; a round scheduler is
-    returned as it is.
+    :class:`PolicyScheduler` with the mechanism options of ``options`` (any
+    :class:`MechanismOptions`, e.g. the simulator's options); a round scheduler is returned
+    as it is.
 
     Raises
     ------
     ValidationError
         Neither a policy nor an object with ``initial_state``, ``plan_round`` and
-        ``record_round``; a PolicyScheduler whose mode differs from ``options.mechanism``.
+        ``record_round``; ``options`` not a MechanismOptions; a PolicyScheduler whose mode
+        differs from ``options.mechanism``; mechanism options other than the defaults beside
+        a round scheduler (they configure only the PolicyScheduler built here).
     """
-    opts = options or SimOptions()
+    if options is None:
+        options = MechanismOptions()
+    elif not isinstance(options, MechanismOptions):
+        raise ValidationError(f"`options` must be a hetsched.MechanismOptions or None; got {type(options).__name__}.")
+    opts = options.mechanism_options
     if isinstance(scheduler, (str, Policy)):
-        return PolicyScheduler(scheduler, reallocate=opts.reallocate, mode=opts.mechanism, rule=opts.rule,
-                               stickiness=opts.stickiness, work_conserving=opts.work_conserving,
-                               reset_shares=opts.reset_shares, solver=opts.solver,
-                               solve_time_limit=opts.solve_time_limit, solver_options=opts.solver_options,
-                               min_solve_interval=opts.min_solve_interval, arrivals=opts.arrivals,
-                               backfill=opts.backfill)
+        return PolicyScheduler(scheduler, opts)
     if isinstance(scheduler, PolicyScheduler) and scheduler.mode != opts.mechanism:
         raise ValidationError(f"the PolicyScheduler's mode {scheduler.mode!r} differs from `mechanism` "
                               f"{opts.mechanism!r}; pass the same to both.")
     if isinstance(scheduler, RoundScheduler):
-        defaults = SimOptions()
-        ignored = [name for name in _POLICY_OPTIONS if getattr(opts, name) != getattr(defaults, name)]
+        defaults = MechanismOptions()
+        ignored = [f.name for f in dataclasses.fields(opts)
+                   if f.name != "mechanism" and getattr(opts, f.name) != getattr(defaults, f.name)]
         if ignored:
             raise ValidationError(
                 f"{sorted(ignored)} configure the PolicyScheduler that simulate builds from a policy name or object; "
@@ -147,16 +137,11 @@ def as_scheduler(scheduler: Any, options: SimOptions | None = None) -> RoundSche
         f"initial_state, plan_round and record_round, e.g. hetsched.Tiresias()); got {type(scheduler).__name__}.")
 
 
-#: Options that configure a PolicyScheduler (rejected beside any other round scheduler).
-_POLICY_OPTIONS = ("reallocate", "rule", "stickiness", "work_conserving", "reset_shares", "solver", "solve_time_limit",
-                   "solver_options", "min_solve_interval", "arrivals", "backfill")
-
-
 def _policy_of(sched: Any) -> Policy | None:
     return sched.policy if isinstance(sched, PolicyScheduler) else None
 
 
-def _trace(workload: Any, opts: SimOptions, sched: Any) -> Trace:
+def _trace(workload: Any, opts: RoundOptions, sched: Any) -> Trace:
     if not isinstance(workload, Mapping):
         return as_trace(workload)
     spec = dict(workload)
@@ -166,12 +151,13 @@ def _trace(workload: Any, opts: SimOptions, sched: Any) -> Trace:
     pol = _policy_of(sched)
     if pol is not None and "entities" in pol.requires:
         spec.setdefault("n_entities", 4)
-    if pol is not None and getattr(pol, "packing", None) == WORKLOAD:
+    if pol is not None and "packing" in pol.workload_tables():
         spec.setdefault("pairs", True)
     return generate_workload(seed=opts.seed, **spec)
 
 
-def prepare(scheduler: Any, workload: Any, cluster: Any, opts: SimOptions) -> tuple[RoundScheduler, _Workload]:
+def prepare(scheduler: SchedulerLike, workload: WorkloadLike, cluster: Cluster, opts: RoundOptions
+            ) -> tuple[RoundScheduler, RoundWorkload]:
     """What every driver does before its first round: check ``cluster``, turn ``scheduler``
     into a round scheduler, ``workload`` into a trace, and the trace into arrays.
 
@@ -185,7 +171,7 @@ def prepare(scheduler: Any, workload: Any, cluster: Any, opts: SimOptions) -> tu
         raise ValidationError(f"`cluster` must be a hetsched.Cluster; got {type(cluster).__name__}.")
     sched = as_scheduler(scheduler, opts)
     trace = _trace(workload, opts, sched)
-    return sched, _Workload.build(trace, cluster, opts, sched)
+    return sched, RoundWorkload.build(trace, cluster, opts, sched)
 
 
 def _rename_jobs(message: str, ids: np.ndarray) -> str:
@@ -234,7 +220,7 @@ def scheduler_label(scheduler: Any) -> str:
 
 class RoundClock:
     """The loop's clock and active set, shared by every driver with a simulated clock
-    (:func:`simulate`, :func:`hetsched.online.simulate_online`).
+    (:func:`hetsched.simulate`, :func:`hetsched.sim.replay.simulate_online`).
 
     Each round: :meth:`admit` moves arrivals up to ``t`` into ``active`` and decides whether
     the run ends before the round; the driver plans and runs the round; :meth:`end_round`
@@ -242,7 +228,7 @@ class RoundClock:
     ended ("drained", "window_done", "max_time", "wall_time_limit", "stalled").
     """
 
-    def __init__(self, w: _Workload, opts: SimOptions, wall0: float) -> None:
+    def __init__(self, w: RoundWorkload, opts: RoundOptions, wall0: float) -> None:
         self.w, self.opts, self.wall0 = w, opts, wall0
         self.active = np.zeros(0, np.int64)
         self.ptr = self.rnd = self.n_done = 0
@@ -299,7 +285,7 @@ class RoundClock:
 
 
 @dataclass(frozen=True, eq=False)
-class _Workload:
+class RoundWorkload:
     """The trace as arrays over the cluster's columns, plus what the run was asked to do."""
 
     trace: Trace
@@ -326,7 +312,7 @@ class _Workload:
         return int(self.ids.shape[0])
 
     @classmethod
-    def build(cls, trace: Trace, cluster: Cluster, opts: SimOptions, sched: Any) -> _Workload:
+    def build(cls, trace: Trace, cluster: Cluster, opts: RoundOptions, sched: Any) -> RoundWorkload:
         types = tuple(cluster.gpu_types)
         m = len(types)
         cap = cluster.capacities(types)
@@ -386,7 +372,7 @@ class _Workload:
         if pol is not None:
             pol = bind_workload(pol, self.context)
         if pol is None:
-            usable = (self.T > 0) & (self.cap[None, :] >= self.s[:, None])
+            usable = usable_mask(self.T, self.s, self.cap)
             bad = np.flatnonzero(~usable.any(axis=1))
             if bad.size:
                 raise ValidationError(f"job {show(self.ids[bad[0]])} cannot run on any GPU type of the cluster "
@@ -429,21 +415,3 @@ def _solve_columns(info: Mapping[str, Any]) -> dict[str, Any]:
             "solve_status": str(info.get("solve_status", "")), "solve_s": float(info.get("solve_s", math.nan)),
             "solve_jobs": int(info.get("solve_jobs", 0)), "solve_classes": int(info.get("solve_classes", 0)),
             "plan_s": float(info.get("plan_s", math.nan))}
-
-
-def _result(w: _Workload, ledger: Ledger, opts: SimOptions, status: str, rnd: int, t: float, t_first: float,
-            wall0: float, timing: dict[str, float]) -> SimulationResult:
-    t_end = t if rnd else t_first
-    if w.n and ledger.completed.all():
-        t_end = max(float(np.nanmax(ledger.finish)), t_first) if rnd else t_first
-    wall = time.perf_counter() - wall0
-    timings = {"wall_s": wall, **timing, "other_s": max(wall - sum(timing.values()), 0.0)}
-    rounds_df = ledger.round_frame(w.types)
-    jobs_df = ledger.job_frame(w.trace, w.ids, w.s, w.arrival, w.types, w.deadlines, w.measured)
-    summary = summarize(jobs_df, rounds_df, gpu_types=w.types, capacities=w.cap, span=(t_first, t_end),
-                        timings=timings, status=status)
-    log.info("simulate %s: %s after %d rounds, %.1f simulated h in %.2f s", w.config["policy"], status, rnd,
-             (t_end - t_first) / 3600, wall)
-    return SimulationResult(jobs=jobs_df, rounds=rounds_df, runs=ledger.run_frame(), summary=summary,
-                            config=w.config, versions=package_versions(), gpu_types=w.types, capacities=w.cap,
-                            extra={"throughputs": w.T, "unconsolidated": w.U})

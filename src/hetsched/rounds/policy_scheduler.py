@@ -43,19 +43,20 @@ import pandas as pd
 from ..api import solve
 from ..errors import ValidationError
 from ..formulations.base import Policy, make_policy
+from ..formulations.tables import WORKLOAD, TableBinding
+from ..inputs.jobs import usable_mask
 from ..mechanism import ShareHistory, carve_shares, plan_round_arrays
-from ..mechanism.plan import MODES, RULES
-from ..validation import check_bool, check_choice, check_nonneg, check_positive, fail
+from ..mechanism.plan import MODES
+from ..validation import check_choice
+from .options import ARRIVALS, MechanismOptions
 from .protocol import RoundRows, RoundView
 
 __all__ = ["ARRIVALS", "WORKLOAD", "PolicyScheduler", "PolicyState"]
 
 log = logging.getLogger(__name__)
 
-#: Value of ``packing`` / ``placement_sensitivity`` that the simulator binds from the workload.
-WORKLOAD = "workload"
-#: What jobs that arrive between two solves get: a share carved from the allocation, or nothing.
-ARRIVALS = ("carve", "wait")
+#: Fields of :class:`MechanismOptions`, read as attributes of a PolicyScheduler too.
+_OPTION_NAMES = frozenset(f.name for f in dataclasses.fields(MechanismOptions))
 
 
 @dataclass
@@ -105,32 +106,32 @@ class PolicyScheduler:
     ----------
     policy : str or Policy
         A registered policy name or a policy object.
-    reallocate : "on_change" or float, default "on_change"
-        Re-solve when the set of active jobs changed, or every that many seconds.
-    mode : {"rounds", "ideal"}, default "rounds"
-        Whole gangs per round, or X applied exactly as fractions (fluid).
-    rule, stickiness, work_conserving
-        Round mechanism options (:func:`~hetsched.mechanism.plan_round_arrays`).
-    reset_shares : bool, default True
-        Forget received shares whenever a new allocation is computed (Gavel).
-    solver, solve_time_limit, solver_options
-        Passed to :func:`hetsched.solve` as ``solver``, ``time_limit`` and ``options``.
-    min_solve_interval : float, default 0
-        With ``reallocate="on_change"``: a change of the active set triggers a solve only once
-        this many seconds have passed since the last one (Gavel's
-        ``minimum_time_between_allocation_resets``, 1,920 s); until then the change waits.
-        The first solve, and a solve when no active job has a row (the cluster drained),
-        happen at once.
-    arrivals : {"carve", "wait"}, default "carve"
-        Jobs that arrive between two solves: a share carved from the current allocation
-        (:func:`~hetsched.mechanism.carve_shares`), or nothing until the next solve (Gavel).
-    backfill : bool, default True
-        Whether later, smaller jobs may run past one whose gang does not fit
-        (:func:`~hetsched.mechanism.plan_round_arrays`). Space-sharing rows always backfill.
+    options : MechanismOptions, optional
+        When to re-solve, the round mechanism and the solver (a
+        :class:`~hetsched.sim.SimOptions` gives its mechanism part). Default: the defaults.
+    **changes
+        Fields of :class:`MechanismOptions` set on top of ``options`` (``reallocate=``,
+        ``rule=``, ``min_solve_interval=``, ...); ``mode=`` is ``mechanism=``.
+
+    Attributes
+    ----------
+    options : MechanismOptions
+        The options in force; each field also reads as an attribute (``sched.backfill``),
+        ``mode`` is ``options.mechanism`` and ``period`` the re-solve period in seconds
+        (None for ``reallocate="on_change"``).
+
+    Raises
+    ------
+    ValidationError
+        ``options`` is not a MechanismOptions, an unknown option name, or a value that
+        breaks its rule (see :class:`MechanismOptions`).
 
     Examples
     --------
     >>> import hetsched as hs
+    >>> sched = PolicyScheduler("max_min_fairness", MechanismOptions(rule="deficit"), backfill=False)
+    >>> sched.options.rule, sched.backfill, sched.mode
+    ('deficit', False, 'rounds')
     >>> sched = PolicyScheduler("max_min_fairness")
     >>> jobs = hs.JobSet([[2.0, 1.0]], gpu_types=["v100", "k80"], steps_remaining=[7200.0])
     >>> hs.simulate(sched, jobs, hs.Cluster({"v100": 1, "k80": 1})).summary["avg_jct"]
@@ -141,38 +142,37 @@ class PolicyScheduler:
     #: driver need not check them again (tests check them with ``check_rows`` directly).
     rows_checked = True
 
-    def __init__(self, policy: str | Policy, *, reallocate: str | float = "on_change", mode: str = "rounds",
-                 rule: str = "gavel", stickiness: float = 0.0, work_conserving: bool = True,
-                 reset_shares: bool = True, solver: str = "auto", solve_time_limit: float | None = None,
-                 solver_options: Mapping[str, Any] | None = None, min_solve_interval: float = 0.0,
-                 arrivals: str = "carve", backfill: bool = True) -> None:
+    def __init__(self, policy: str | Policy, options: MechanismOptions | None = None, **changes: Any) -> None:
         self.policy = make_policy(policy)
-        period_rule = "'on_change' or a positive finite number of seconds"
-        if isinstance(reallocate, str):
-            if reallocate != "on_change":
-                raise fail("reallocate", period_rule, reallocate)
-            self.period: float | None = None
-        else:
-            self.period = check_positive(reallocate, "reallocate", rule=period_rule)
-        check_choice(mode, "mode", MODES)
-        check_choice(rule, "rule", RULES)
-        for name, val in (("work_conserving", work_conserving), ("reset_shares", reset_shares),
-                          ("backfill", backfill)):
-            check_bool(val, name)
-        check_nonneg(min_solve_interval, "min_solve_interval", unit="seconds")
-        check_choice(arrivals, "arrivals", ARRIVALS)
-        self.backfill = bool(backfill)
-        self.min_solve_interval = float(min_solve_interval)
-        self.arrivals = arrivals
-        self.reallocate = reallocate
-        self.mode = mode
-        self.rule = rule
-        self.stickiness = stickiness
-        self.work_conserving = bool(work_conserving)
-        self.reset_shares = bool(reset_shares)
-        self.solver = solver
-        self.solve_time_limit = solve_time_limit
-        self.solver_options = solver_options
+        if options is None:
+            options = MechanismOptions()
+        elif not isinstance(options, MechanismOptions):
+            raise ValidationError(
+                f"`options` must be a hetsched.MechanismOptions or None; got {type(options).__name__}.")
+        if "mode" in changes:   # the keyword's older name
+            if "mechanism" in changes:
+                raise ValidationError("give `mode` or `mechanism`, not both (they name the same option).")
+            changes["mechanism"] = check_choice(changes.pop("mode"), "mode", MODES)
+        options = options.mechanism_options
+        self.options: MechanismOptions = options.replace(**changes) if changes else options
+
+    def __getattr__(self, name: str) -> Any:
+        """A field of :attr:`options` read as an attribute (``sched.rule``)."""
+        opts = self.__dict__.get("options")
+        if opts is None or name not in _OPTION_NAMES:
+            raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
+        return getattr(opts, name)
+
+    @property
+    def mode(self) -> str:
+        """``options.mechanism``: "rounds" or "ideal"."""
+        return self.options.mechanism
+
+    @property
+    def period(self) -> float | None:
+        """Seconds between re-solves, or None for ``reallocate="on_change"``."""
+        r = self.options.reallocate
+        return None if isinstance(r, str) else float(r)
 
     @property
     def name(self) -> str:
@@ -185,7 +185,7 @@ class PolicyScheduler:
         return tuple(set(self.policy.reads) | set(self.policy.requires))
 
     def __repr__(self) -> str:
-        return f"PolicyScheduler({self.policy.name!r}, reallocate={self.reallocate!r}, mode={self.mode!r})"
+        return f"PolicyScheduler({self.policy.name!r}, reallocate={self.options.reallocate!r}, mode={self.mode!r})"
 
     # ------------------------------------------------------------------ protocol
     def initial_state(self, start_time: float = 0.0) -> PolicyState:
@@ -201,7 +201,7 @@ class PolicyScheduler:
         state.pending = state.pending or view.changed
         since = view.now - state.last_solve
         if self.period is None:
-            due = state.pending and since >= self.min_solve_interval - 1e-9
+            due = state.pending and since >= self.options.min_solve_interval - 1e-9
         else:
             due = since >= self.period - 1e-9
         need = due or (state.X is None and state.configs is None) or (view.changed and not _covers_any(state, view.jobs))
@@ -233,8 +233,8 @@ class PolicyScheduler:
             pol = dataclasses.replace(pol, current=cur or None)
         t0 = time.perf_counter()
         jobs = view.jobset(self.reads)
-        alloc = solve(pol, jobs, view.cluster, solver=self.solver, time_limit=self.solve_time_limit,
-                      options=self.solver_options)
+        alloc = solve(pol, jobs, view.cluster, solver=self.options.solver,
+                      time_limit=self.options.solve_time_limit, options=self.options.solver_options)
         info.update(solved=True, solve_s=time.perf_counter() - t0, solve_status=alloc.status,
                     solve_jobs=int(alloc.sizes.get("n_jobs", view.n_jobs)),
                     solve_classes=int(alloc.sizes.get("n_classes", view.n_jobs)))
@@ -261,7 +261,7 @@ class PolicyScheduler:
         else:
             state.X = np.clip(np.nan_to_num(alloc.X, nan=0.0), 0.0, None)
             state.keys, state.units = view.jobs.copy(), None
-        if self.reset_shares:
+        if self.options.reset_shares:
             state.history = state.history.reset()
 
     # ------------------------------------------------------------------ rows
@@ -278,7 +278,7 @@ class PolicyScheduler:
         return RoundRows(job, k, gpus, rate, consolidated=(nodes == 1) & (gpus > 1), info=info)
 
     def _mechanism_rows(self, view: RoundView, state: PolicyState, info: dict[str, Any]) -> RoundRows:
-        _follow(state, view, self.arrivals)
+        _follow(state, view, self.options.arrivals)
         cap = view.capacities.astype(np.int64)
         u = state.units
         if u is None:
@@ -292,8 +292,9 @@ class PolicyScheduler:
         waiting = None if view.waiting is None else view.waiting[pos]
         plan = plan_round_arrays(
             state.X, gang, cap, state.history, job_ids=state.keys, gpu_types=view.gpu_types,
-            round_seconds=view.round_seconds, mode=self.mode, rule=self.rule, stickiness=self.stickiness,
-            work_conserving=self.work_conserving, members=members, backfill=self.backfill or members is not None,
+            round_seconds=view.round_seconds, mode=self.mode, rule=self.options.rule, stickiness=self.options.stickiness,
+            work_conserving=self.options.work_conserving, members=members,
+            backfill=self.options.backfill or members is not None,
             waiting=waiting,
         )
         info["plan_s"] = plan.timings.get("plan_s", math.nan)
@@ -335,74 +336,21 @@ def ran_plan(ran: RoundRows) -> Any:
 
 
 def _sensitive(pol: Policy) -> bool:
-    return getattr(pol, "placement_sensitivity", None) is not None
+    return "placement_sensitivity" in pol.bound_tables()
+
+
+def binding_of(context: Mapping[str, Any]) -> TableBinding:
+    """The :class:`~hetsched.formulations.tables.TableBinding` of a round's ``context``
+    (``ids``: the trace id of each job number; ``catalogue`` / ``catalogue_rows`` of a
+    sampled workload)."""
+    return TableBinding(ids=context.get("ids"), catalogue=context.get("catalogue"),
+                        catalogue_rows=context.get("catalogue_rows"))
 
 
 def bind_workload(policy: Policy, context: Mapping[str, Any]) -> Policy:
-    """``policy`` with its per-job tables keyed the way the round loop names jobs.
-
-    The loop solves over JobSets whose ids are the driver's job numbers (positions in
-    arrival order), so tables keyed by the *trace's* job ids are re-keyed here
-    (``context["ids"]``: the trace id of each job number): a ``Packing``'s keys, a
-    ``PlacementSensitivity``'s rows and Sia's ``goodput`` table. A ``packing`` or
-    ``placement_sensitivity`` equal to ``"workload"`` is built from the workload's catalogue
-    (``context["catalogue"]`` and ``["catalogue_rows"]``).
-    """
-    changes: dict[str, Any] = {}
-    ids = context.get("ids")
-    for name in ("packing", "placement_sensitivity"):
-        value = getattr(policy, name, None)
-        if isinstance(value, str) and value == WORKLOAD:
-            cat = context.get("catalogue")
-            rows = context.get("catalogue_rows")
-            if cat is None or rows is None:
-                raise ValidationError(
-                    f"`{name}='workload'` needs a workload sampled from a throughput catalogue (a generated "
-                    "workload, or a Trace with `catalogue` and `catalogue_rows`); this workload has none.")
-            nums = np.arange(len(rows), dtype=np.int64)
-            if name == "packing":
-                from ..formulations.spaces.packing import Packing
-
-                changes[name] = Packing.from_catalogue(cat, np.asarray(rows, dtype=np.int64), nums)
-            else:
-                from ..formulations.spaces.placement_sensitivity import (
-                    PlacementSensitivity,
-                )
-
-                changes[name] = PlacementSensitivity.from_catalogue(cat, np.asarray(rows, dtype=np.int64), nums)
-        elif value is not None and ids is not None:
-            changes[name] = _rekeyed(value, ids)
-    goodput = getattr(policy, "goodput", None)
-    if isinstance(goodput, pd.DataFrame) and ids is not None:
-        changes["goodput"] = goodput.set_axis(_numbers(goodput.index, ids), axis=0)
-    return dataclasses.replace(policy, **changes) if changes else policy
-
-
-def _numbers(index: pd.Index, ids: np.ndarray) -> pd.Index:
-    """Job numbers of the trace ids in ``index`` (-1 - i for ids not in the trace)."""
-    pos = pd.Index(ids).get_indexer(index)
-    return pd.Index(np.where(pos >= 0, pos, -1 - np.arange(len(index))))
-
-
-def _rekeyed(option: Any, ids: np.ndarray) -> Any:
-    from ..formulations.spaces.packing import Packing
-    from ..formulations.spaces.placement_sensitivity import PlacementSensitivity
-
-    if isinstance(option, Packing):
-        nums = _numbers(option.keys.index, ids)
-        keys = pd.Series(option.keys.to_numpy(), index=nums)
-        if option.names_jobs:
-            # explicit pairs name some jobs; every other job gets a key of its own (no pairs), so
-            # that sets of active jobs without some named job still solve
-            rest = np.setdiff1d(np.arange(len(ids)), nums[nums >= 0])
-            fresh = int(keys.max()) + 1 if len(keys) else 0
-            keys = pd.concat([keys[keys.index >= 0], pd.Series(fresh + np.arange(rest.size), index=rest)])
-        return Packing(option.pairs, gpu_types=option.gpu_types, keys=keys, threshold=option.threshold,
-                       names_jobs=False, aggregate=option.aggregate)
-    if isinstance(option, PlacementSensitivity):
-        frame = option.unconsolidated.set_axis(_numbers(option.unconsolidated.index, ids), axis=0)
-        return PlacementSensitivity(frame, consolidated_gpus=option.consolidated_gpus, aggregate=option.aggregate)
-    return option
+    """``policy`` with its per-job tables keyed the way the round loop names jobs
+    (:meth:`~hetsched.formulations.base.Policy.bind_tables` with :func:`binding_of`)."""
+    return policy.bind_tables(binding_of(context))
 
 
 _KIND_TAG = {"single": "", "unconsolidated": "~u"}
@@ -491,7 +439,7 @@ def _follow(state: PolicyState, view: RoundView, arrivals: str = "carve") -> Non
         return
     pn = np.searchsorted(active, new)
     s_new = view.scale_factors[pn].astype(np.int64)
-    usable = (view.throughputs[pn] > 0) & (view.capacities[None, :] >= s_new[:, None])
+    usable = usable_mask(view.throughputs[pn], s_new, view.capacities)
     Xn = carve_shares(Xk, gang_k.astype(np.int64), view.capacities.astype(np.int64), s_new, new_usable=usable)
     if u is None:
         ids = np.concatenate([state.keys, new])

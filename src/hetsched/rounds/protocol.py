@@ -32,16 +32,20 @@ gang is spread over servers). In the "rounds" mechanism a row runs the whole rou
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
-from typing import Any, Protocol, runtime_checkable
+from typing import Any, Protocol, TypeAlias, runtime_checkable
 
 import numpy as np
 
 from ..errors import SchedulerError
+from ..formulations.base import Policy
 from ..inputs.cluster import Cluster
 from ..inputs.jobs import JobSet
+from ..inputs.trace import Trace
+from ..inputs.workloads import Workload
 
-__all__ = ["NO_SLO", "RoundRows", "RoundScheduler", "RoundView", "check_rows"]
+__all__ = ["NO_SLO", "RoundRows", "RoundScheduler", "RoundView", "SchedulerLike", "WorkloadLike", "check_rows"]
 
 #: SLO passed to policies for a job without a deadline (seconds; never binding).
 NO_SLO = 1e12
@@ -286,6 +290,16 @@ class RoundScheduler(Protocol):
 
     def record_round(self, state: Any, ran: RoundRows, seconds: np.ndarray) -> Any:
         """The state after ``ran`` (the rows that actually ran) ran ``seconds[i]`` each."""
+
+
+#: What a driver accepts as its scheduler: a registered policy name, a policy object (both
+#: run through :class:`~hetsched.rounds.PolicyScheduler`) or any round scheduler.
+SchedulerLike: TypeAlias = str | Policy | RoundScheduler
+
+#: What a driver accepts as its workload: a trace, a JobSet with ``steps_remaining``, a
+#: sampled Workload, or a mapping (a generator spec for
+#: :func:`~hetsched.inputs.trace.generate_workload`).
+WorkloadLike: TypeAlias = Trace | JobSet | Workload | Mapping[str, Any]
 
 
 def check_rows(rows: RoundRows, view: RoundView, *, tol: float = 1e-9) -> None:

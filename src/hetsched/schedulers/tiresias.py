@@ -71,7 +71,7 @@ import pandas as pd
 
 from ..errors import ValidationError
 from ..inputs.cluster import Cluster
-from ..inputs.jobs import JobSet
+from ..inputs.jobs import JobSet, usable_mask
 from ..mechanism.history import rows_of
 from ..mechanism.packing import greedy_pack, greedy_pack_blocking
 from ..mechanism.plan import RoundPlan
@@ -390,7 +390,7 @@ class Tiresias:
         cap = cluster.capacities(types).astype(np.int64)
         s = jobs.scale_factors
         T = jobs.throughputs
-        usable = (T > 0) & (cap[None, :] >= s[:, None])
+        usable = usable_mask(T, s, cap)
         # entries job-major in priority order; per job its usable types, best first
         pref = np.where(usable, T, -np.inf)
         if self.sticky:

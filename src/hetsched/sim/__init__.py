@@ -7,18 +7,15 @@
 >>> res.summary["n_completed"], bool(res.jobs["jct"].gt(0).all())
 (20, True)
 
-Modules: :mod:`.trace` (Trace, generated workloads), :mod:`.readers` (Philly, Helios/Lucid
-and Alibaba PAI traces from local files; :mod:`.gavel_trace` Gavel's traces and cluster
-specs; :mod:`.trace_cells` column-at-once parsing; :mod:`.load_report` what a reader
-dropped and why), :mod:`.provenance` (command line, versions and git commit of an output
-directory; the progress-bar default), :mod:`.rounds` (the round loop's
-interface: RoundView, RoundRows, RoundScheduler), :mod:`.policy_scheduler` (any policy as a
-round scheduler), :mod:`.simulator` (the driver with a simulated clock), :mod:`.ledger`
-(per-job accounting), :mod:`.placing` (rows onto servers), :mod:`.options` (SimOptions),
-:mod:`.result` (SimulationResult),
-:mod:`.metrics` (definitions), :mod:`.sweep` (grids over an Executor), :mod:`.plots`
-(matplotlib, imported lazily), :mod:`.config` (TOML experiment files), :mod:`.bench`
-(speed measurement).
+Modules: :mod:`.simulator` (the driver with a simulated clock), :mod:`.replay` (the same
+loop around an :class:`~hetsched.OnlineScheduler`), :mod:`.options` (SimOptions: the round
+engine's :class:`~hetsched.rounds.RoundOptions` plus learned throughputs), :mod:`.result`
+(SimulationResult, assembled from the engine's ledger), :mod:`.metrics` (definitions),
+:mod:`.provenance` (command line, versions and git commit of an output directory),
+:mod:`.sweep` (grids over an Executor), :mod:`.plots` (matplotlib, imported lazily),
+:mod:`.config` (TOML experiment files), :mod:`.bench` (speed measurement). The round engine
+(scheduler protocol, PolicyScheduler, loop, ledger, placing) is :mod:`hetsched.rounds`; the
+trace readers are :mod:`hetsched.inputs.traces`; both are re-exported here.
 """
 
 from __future__ import annotations

@@ -24,6 +24,7 @@ from ..inputs.throughputs import (
     load_gavel_throughputs,
 )
 from ..policies import MaxMinFairness
+from .options import SimOptions
 from .simulator import simulate
 from ..inputs.trace import generate_workload
 
@@ -80,8 +81,9 @@ def speed_run(
     tr = generate_workload(n, rate_per_hour=load, seed=seed, catalogue=cat, scale_factor_probs=MIXES[mix])
     cluster = Cluster.from_servers(GAVEL_CLUSTER, gpus_per_server=gpus_per_server) if placement else Cluster(GAVEL_CLUSTER)
     t0 = time.perf_counter()
-    res = simulate(pol, tr, cluster, window=window, max_time=max_time, wall_time_limit=wall_time_limit,
-                   placement=placement, seed=seed, record_runs=False)
+    opts = SimOptions(window=window, max_time=max_time, wall_time_limit=wall_time_limit, placement=placement,
+                      seed=seed, record_runs=False)
+    res = simulate(pol, tr, cluster, options=opts)
     wall = time.perf_counter() - t0
     s = res.summary
     admitted = int(res.jobs["start"].notna().sum())

@@ -15,7 +15,7 @@ Example (``fig8.toml``)::
     load = [1.0, 2.0, 3.0]     # jobs/hour; a list is a sweep axis
     # throughputs = "../shared/data/gavel/simulation_throughputs.json"
 
-    [simulation]               # any keyword of hetsched.sim.simulate
+    [simulation]               # any field of hetsched.SimOptions, or preset
     round_seconds = 360
     window = [500, 1000]
     seed = [0, 1]
@@ -40,6 +40,7 @@ from ..formulations.base import Policy, make_policy
 from ..inputs.cluster import Cluster
 from ..inputs.throughputs import load_gavel_throughputs
 from ..inputs.traces.readers import load_trace
+from .options import make_options
 from .simulator import simulate
 from .sweep import expand_grid, sweep
 from ..inputs.trace import generate_workload
@@ -208,5 +209,6 @@ def run_config(config: ExperimentConfig | str | Path, executor: Any = None, *, m
                                                  "slo_factors", "reference_gpu_type") if k in params}
             workload = generate_workload(int(params.pop("n_jobs")), rate_per_hour=float(params.pop("load")),
                                          seed=seed, **gen_kw)
-        return simulate(policy, workload, cluster, seed=seed, progress=progress, **params)
+        opts = make_options(preset=params.pop("preset", None), seed=seed, progress=progress, **params)
+        return simulate(policy, workload, cluster, options=opts)
     return sweep(grid, executor, max_workers=max_workers, progress=progress)

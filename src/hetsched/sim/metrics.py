@@ -26,7 +26,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from ..errors import ValidationError
+from ..rounds.options import window_mask  # the engine measures windows; re-exported here
 
 __all__ = ["FTF_THRESHOLD", "package_versions", "summarize", "window_mask"]
 
@@ -45,54 +45,6 @@ def package_versions() -> dict[str, str]:
         except importlib.metadata.PackageNotFoundError:
             out[name] = "not installed"
     return out
-
-
-def window_mask(window: Any, arrivals: np.ndarray, *, unit: str = "jobs") -> np.ndarray:
-    """Boolean mask of the jobs a measurement window selects.
-
-    Parameters
-    ----------
-    window : (start, end) or None
-        ``unit="jobs"``: positions in arrival order, ``start <= i < end`` (Gavel's
-        ``-s/-e`` job-id window). ``unit="seconds"``: arrival times, ``start <= a < end``.
-        None selects every job.
-    arrivals : ndarray
-        Arrival times in order.
-    unit : {"jobs", "seconds"}
-
-    Raises
-    ------
-    ValidationError
-        A malformed window, or one that selects no job of a non-empty trace.
-    """
-    n = arrivals.shape[0]
-    if window is None:
-        return np.ones(n, dtype=bool)
-    if unit not in ("jobs", "seconds"):
-        raise ValidationError(f"`window_unit` must be 'jobs' or 'seconds'; got {unit!r}.")
-    try:
-        start, end = window
-        start_f, end_f = float(start), float(end)
-    except (TypeError, ValueError):
-        raise ValidationError(f"`window` must be a pair (start, end); got {window!r}.") from None
-    if not (math.isfinite(start_f) and start_f >= 0 and end_f > start_f):
-        raise ValidationError(f"`window` must satisfy 0 <= start < end (end may be inf); got {window!r}.")
-    if unit == "jobs":
-        if start_f != int(start_f) or (math.isfinite(end_f) and end_f != int(end_f)):
-            raise ValidationError(f"`window` in jobs must hold integer positions; got {window!r}.")
-        pos = np.arange(n)
-        mask = (pos >= start_f) & (pos < end_f)
-        what = f"positions 0..{n - 1}"
-    else:
-        mask = (arrivals >= start_f) & (arrivals < end_f)
-        what = (
-            f"arrivals from {arrivals[0]:.6g} s to {arrivals[-1]:.6g} s" if n else "no arrivals"
-        )
-    if n and not mask.any():
-        raise ValidationError(
-            f"`window` {tuple(window)!r} ({unit}) selects no jobs: the trace has {n} jobs ({what})."
-        )
-    return mask
 
 
 def _stat(values: np.ndarray, fn) -> float:

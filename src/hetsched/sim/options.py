@@ -1,113 +1,77 @@
-"""SimOptions: the options of one simulation, validated once, as a small frozen record."""
+"""SimOptions: the options of one simulation, validated once, as a small frozen record.
+
+:class:`SimOptions` is the round engine's :class:`~hetsched.rounds.RoundOptions` (which is
+a :class:`~hetsched.rounds.MechanismOptions`) plus what only the simulator does: hide the
+throughputs from the scheduler and reveal them through reports. :func:`make_options` builds
+one from a preset and changes (what :func:`~hetsched.sim.simulate` does with ``preset=``).
+"""
 
 from __future__ import annotations
 
-import dataclasses
-import logging
-from collections.abc import Callable, Mapping
+import warnings
+from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
-
-import numpy as np
+from typing import Any, ClassVar
 
 from ..errors import ValidationError
-from ..mechanism.plan import MODES, RULES
-from ..validation import (
-    check_bool,
-    check_choice,
-    check_int,
-    check_mapping,
-    check_nonneg,
-    check_positive,
-    fail,
-)
-from .provenance import progress_wanted
+from ..rounds.options import RoundOptions
+from ..validation import check_bool, check_choice, check_nonneg
 
-__all__ = ["SimOptions"]
+__all__ = ["PRESETS", "SimOptions", "make_options"]
 
-log = logging.getLogger(__name__)
+#: Named settings (:meth:`SimOptions.preset`): field -> value over the defaults.
+PRESETS: dict[str, dict[str, Any]] = {
+    "hetsched": {},
+    "gavel": {"round_seconds": 360.0, "reallocate": "on_change", "min_solve_interval": 1920.0,
+              "arrivals": "wait", "reset_shares": True, "rule": "gavel", "work_conserving": True,
+              "backfill": True},
+}
 
 
-@dataclass(frozen=True)
-class SimOptions:
+@dataclass(frozen=True, kw_only=True)
+class SimOptions(RoundOptions):
     """Everything :func:`~hetsched.sim.simulate` takes besides the scheduler, workload and
-    cluster (each is also a keyword of ``simulate``; see there for the meaning).
+    cluster.
+
+    The fields of :class:`~hetsched.rounds.MechanismOptions` (``mechanism``, ``reallocate``,
+    ``rule``, ``stickiness``, ``work_conserving``, ``reset_shares``, ``solver``,
+    ``solve_time_limit``, ``solver_options``, ``min_solve_interval``, ``arrivals``,
+    ``backfill``) and of :class:`~hetsched.rounds.RoundOptions` (``round_seconds``,
+    ``placement``, ``window``, ``window_unit``, ``stop_after_window``, ``seed``,
+    ``progress``, ``max_time``, ``wall_time_limit``, ``gpus_per_server``, ``record_runs``,
+    ``restart_seconds``; see there for each), plus:
 
     Parameters
     ----------
-    round_seconds : float, default 360
-    mechanism : {"rounds", "ideal"}, default "rounds"
-    placement : bool or None, default None
-    reallocate : "on_change" or float, default "on_change"
-    window : (start, end) or None
-    window_unit : {"jobs", "seconds"}, default "jobs"
-    stop_after_window : bool, default True
-    seed : int, default 0
-    progress : None, True, "auto" or callable
-        "auto" draws a bar where the CLI would (:func:`~hetsched.sim.provenance.progress_wanted`:
-        stderr is a terminal and ``CI`` is unset or false).
-    max_time, wall_time_limit : float or None
-    solver : str, default "auto"
-    solve_time_limit : float or None
-    solver_options : Mapping or None
-    rule : {"gavel", "deficit"}, default "gavel"
-    work_conserving : bool, default True
-    stickiness : float, default 0
-    reset_shares : bool, default True
-    gpus_per_server : int, default 8
-    record_runs : bool, default True
-    restart_seconds : float, default 0
-        Seconds without progress after a job starts on GPUs it did not hold the round
-        before (first start, resume after preemption, migration, change of type or GPU
-        count). 0 keeps Gavel's accounting.
-    min_solve_interval : float, default 0
-        With ``reallocate="on_change"``, a change re-solves only once this many seconds
-        have passed since the last solve (see :class:`~hetsched.sim.PolicyScheduler`).
-    arrivals : {"carve", "wait"}, default "carve"
-        Jobs arriving between two solves get a carved share, or wait for the next solve.
-    backfill : bool, default True
-        Later, smaller jobs may run past one whose gang does not fit (False: the mechanism's
-        walk stops there).
     learn_throughputs : bool, default False
         Hide the throughputs from the scheduler: it runs inside an
         :class:`~hetsched.OnlineScheduler` that learns them from per-round reports
-        (:func:`hetsched.online.simulate_online`); progress still follows the true ones.
+        (:func:`hetsched.sim.replay.simulate_online`); progress still follows the true ones.
     report_noise : float, default 0
         With ``learn_throughputs``: reported steps are the true ones times
         ``exp(report_noise * Z)``, Z standard normal (seeded by ``seed``).
     throughput_reference : ThroughputCatalogue or None
         With ``learn_throughputs``: profiled job types the estimator completes against.
 
+    ``opts.mechanism_options`` is the :class:`~hetsched.rounds.MechanismOptions` part (what
+    a :class:`~hetsched.rounds.PolicyScheduler` or an online scheduler takes).
+
+    Raises
+    ------
+    ValidationError
+        A field breaks its rule, or ``report_noise`` / ``throughput_reference`` without
+        ``learn_throughputs``.
+
     Examples
     --------
     >>> SimOptions(round_seconds=60.0).replace(restart_seconds=30.0).restart_seconds
     30.0
+    >>> SimOptions(rule="deficit").mechanism_options.rule
+    'deficit'
     """
 
-    round_seconds: float = 360.0
-    mechanism: str = "rounds"
-    placement: bool | None = None
-    reallocate: str | float = "on_change"
-    window: tuple[float, float] | None = None
-    window_unit: str = "jobs"
-    stop_after_window: bool = True
-    seed: int = 0
-    progress: Any = None
-    max_time: float | None = None
-    wall_time_limit: float | None = None
-    solver: str = "auto"
-    solve_time_limit: float | None = None
-    solver_options: Mapping[str, Any] | None = None
-    rule: str = "gavel"
-    work_conserving: bool = True
-    stickiness: float = 0.0
-    reset_shares: bool = True
-    gpus_per_server: int = 8
-    record_runs: bool = True
-    restart_seconds: float = 0.0
-    min_solve_interval: float = 0.0
-    arrivals: str = "carve"
-    backfill: bool = True
+    _what: ClassVar[str] = "simulation option"
+
     learn_throughputs: bool = False
     report_noise: float = 0.0
     throughput_reference: Any = None
@@ -132,52 +96,12 @@ class SimOptions:
         >>> o.min_solve_interval, o.arrivals, o.round_seconds
         (1920.0, 'wait', 120.0)
         """
-        presets: dict[str, dict[str, Any]] = {
-            "hetsched": {},
-            "gavel": {"round_seconds": 360.0, "reallocate": "on_change", "min_solve_interval": 1920.0,
-                      "arrivals": "wait", "reset_shares": True, "rule": "gavel", "work_conserving": True,
-                      "backfill": True},
-        }
-        check_choice(name, "preset", sorted(presets))
-        return cls().replace(**{**presets[name], **overrides})
+        check_choice(name, "preset", sorted(PRESETS))
+        return cls().replace(**{**PRESETS[name], **overrides})
 
     def __post_init__(self) -> None:
+        super().__post_init__()
         set_ = object.__setattr__
-        set_(self, "round_seconds", check_positive(self.round_seconds, "round_seconds", unit="seconds"))
-        check_choice(self.mechanism, "mechanism", MODES)
-        check_choice(self.rule, "rule", RULES)
-        if isinstance(self.reallocate, str):
-            if self.reallocate != "on_change":
-                raise fail("reallocate", "'on_change' or a positive number of seconds", self.reallocate)
-        else:
-            check_positive(self.reallocate, "reallocate", unit="seconds")
-        for name in ("max_time", "wall_time_limit", "solve_time_limit"):
-            set_(self, name, check_positive(getattr(self, name), name, unit="seconds", allow_none=True))
-        check_nonneg(self.stickiness, "stickiness")
-        check_mapping(self.solver_options, "solver_options", allow_none=True)
-        for name in ("stop_after_window", "reset_shares", "record_runs", "work_conserving", "backfill"):
-            set_(self, name, check_bool(getattr(self, name), name))
-        if self.placement is not None:
-            set_(self, "placement", check_bool(self.placement, "placement"))
-            if self.placement and self.mechanism != "rounds":
-                raise ValidationError(
-                    "`placement=True` needs `mechanism='rounds'` (the ideal mechanism has no whole GPUs to place).")
-        check_int(self.gpus_per_server, "gpus_per_server", low=1)
-        set_(self, "restart_seconds", check_nonneg(self.restart_seconds, "restart_seconds", unit="seconds"))
-        if self.restart_seconds > 0 and self.mechanism != "rounds":
-            raise ValidationError("`restart_seconds` > 0 needs `mechanism='rounds'` (the ideal mechanism has no "
-                                  "starts and stops to charge).")
-        set_(self, "min_solve_interval", check_nonneg(self.min_solve_interval, "min_solve_interval", unit="seconds"))
-        check_choice(self.arrivals, "arrivals", ("carve", "wait"))
-        check_choice(self.window_unit, "window_unit", ("jobs", "seconds"))
-        if self.window is not None:  # its shape and values now, not when a run starts
-            from .metrics import window_mask
-
-            window_mask(self.window, np.zeros(0), unit=self.window_unit)
-        p = self.progress
-        if not (p is None or isinstance(p, bool) or p == "auto" or callable(p)):
-            raise fail("progress", "None, True, False, 'auto' or a callable", p)
-        check_int(self.seed, "seed", low=0)
         set_(self, "learn_throughputs", check_bool(self.learn_throughputs, "learn_throughputs"))
         set_(self, "report_noise", check_nonneg(self.report_noise, "report_noise"))
         if (self.report_noise > 0 or self.throughput_reference is not None) and not self.learn_throughputs:
@@ -192,37 +116,50 @@ class SimOptions:
                 raise ValidationError(f"`throughput_reference` must be a hetsched.ThroughputCatalogue or None; got "
                                       f"{type(self.throughput_reference).__name__}.")
 
-    def replace(self, **changes: Any) -> SimOptions:
-        """A copy with ``changes`` applied (validated again)."""
-        unknown = sorted(set(changes) - {f.name for f in dataclasses.fields(self)})
-        if unknown:
-            raise ValidationError(f"unknown simulation option(s) {unknown}; valid: "
-                                  f"{sorted(f.name for f in dataclasses.fields(self))}.")
-        return dataclasses.replace(self, **changes)
 
-    def progress_hook(self, n_total: int) -> tuple[Callable[[float, int], None] | None, Callable[[], None]]:
-        """``(hook(t, n_done), close())`` for the ``progress`` option."""
-        progress = self.progress
-        if progress is None or progress is False:
-            return None, lambda: None
-        if callable(progress):
-            return (lambda t, done: progress(t, done, n_total)), (lambda: None)
-        if progress is True or progress == "auto":
-            if progress == "auto" and not progress_wanted():  # the CLI's rule: a terminal, not under CI
-                return None, lambda: None
-            try:
-                from tqdm import tqdm
-            except ImportError:
-                log.info("progress bar requested but tqdm is not installed")
-                return None, lambda: None
-            bar = tqdm(total=n_total, unit="job", desc="simulate", leave=False)
-            state = {"done": 0}
+def make_options(options: SimOptions | None = None, *, preset: str | None = None, **changes: Any) -> SimOptions:
+    """One :class:`SimOptions` from a record or a preset, with ``changes`` on top.
 
-            def hook(t: float, done: int) -> None:
-                if done > state["done"]:
-                    bar.update(done - state["done"])
-                    state["done"] = done
-                bar.set_postfix_str(f"t={t / 3600:.1f}h", refresh=False)
+    Parameters
+    ----------
+    options : SimOptions, optional
+        The record to start from (default: the defaults).
+    preset : {"gavel", "hetsched"}, optional
+        Start from :meth:`SimOptions.preset` instead (not with ``options``).
+    **changes
+        Fields to set (:meth:`~hetsched.rounds.MechanismOptions.replace`).
 
-            return hook, bar.close
-        raise fail("progress", "None, True, False, 'auto' or a callable", progress)
+    Raises
+    ------
+    ValidationError
+        ``options`` is not a SimOptions; both ``options`` and ``preset``; an unknown field or
+        a value that breaks its rule.
+
+    Examples
+    --------
+    >>> make_options(preset="gavel", seed=3).min_solve_interval
+    1920.0
+    """
+    if preset is not None and options is not None:
+        raise ValidationError("give `preset` or `options`, not both (use SimOptions.preset(name, ...) for both).")
+    if preset is not None:
+        return SimOptions.preset(preset, **changes)
+    if options is None:
+        options = SimOptions()
+    elif not isinstance(options, SimOptions):
+        raise ValidationError(f"`options` must be a hetsched.sim.SimOptions or None; got {type(options).__name__}.")
+    return options.replace(**changes) if changes else options
+
+
+def call_options(func: str, options: SimOptions | None, preset: str | None, keywords: Mapping[str, Any]) -> SimOptions:
+    """The options of a call of ``func`` (:func:`~hetsched.sim.simulate` and
+    :func:`~hetsched.sim.replay.simulate_online`): :func:`make_options`, and one
+    DeprecationWarning (attributed to ``func``'s caller) naming the SimOptions fields given as
+    keywords, once they are known to be valid."""
+    opts = make_options(options, preset=preset, **keywords)
+    if keywords:
+        names = sorted(keywords)
+        warnings.warn(
+            f"{func}(): option keywords {names} are deprecated and will be removed in the next release; pass "
+            f"options=SimOptions(...) (or SimOptions.preset(name, ...)) instead.", DeprecationWarning, stacklevel=3)
+    return opts

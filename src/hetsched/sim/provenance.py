@@ -24,6 +24,7 @@ from typing import Any
 
 import numpy as np
 
+from ..rounds.options import progress_wanted  # the round loop's rule too; re-exported here
 from .metrics import package_versions
 
 __all__ = ["PROVENANCE_FILE", "git_commit", "json_clean", "progress_wanted", "provenance", "write_provenance"]
@@ -146,18 +147,3 @@ def write_provenance(directory: str | Path, record: Mapping[str, Any]) -> Path:
     path = d / PROVENANCE_FILE
     path.write_text(json.dumps(json_clean(record), indent=2) + "\n")
     return path
-
-
-def progress_wanted(flag: bool | None = None) -> bool:
-    """Whether to draw progress bars: ``flag`` when given (``--progress`` /
-    ``--no-progress``), else only on a terminal and not under CI -- stderr is a TTY and the
-    environment variable ``CI`` is unset, empty, ``0`` or ``false``."""
-    if flag is not None:
-        return bool(flag)
-    ci = os.environ.get("CI", "").strip().lower()
-    if ci not in ("", "0", "false", "no"):
-        return False
-    try:
-        return sys.stderr.isatty()
-    except (AttributeError, ValueError):  # replaced or closed stderr
-        return False

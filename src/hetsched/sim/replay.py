@@ -33,11 +33,10 @@ from ..errors import ValidationError
 from ..inputs.cluster import Cluster
 from ..inputs.throughputs import ThroughputCatalogue
 from ..rounds.ledger import Ledger
-from ..rounds.loop import _add_plan_time, _options, _result, _Workload, prepare, run_rounds
-from .options import SimOptions
-from ..rounds.policy_scheduler import WORKLOAD
-from .result import SimulationResult
-from ..rounds.protocol import RoundRows
+from ..rounds.loop import RoundWorkload, add_plan_time, prepare, run_rounds
+from ..rounds.protocol import RoundRows, SchedulerLike, WorkloadLike
+from .options import SimOptions, call_options
+from .result import SimulationResult, assemble_result
 from ..validation import check_bool, check_nonneg
 from ..online.scheduler import OnlineScheduler
 
@@ -46,17 +45,19 @@ __all__ = ["simulate_online"]
 log = logging.getLogger(__name__)
 
 
-def simulate_online(scheduler: Any, workload: Any, cluster: Cluster, *, learn: bool = True,
+def simulate_online(scheduler: SchedulerLike, workload: WorkloadLike, cluster: Cluster, *, learn: bool = True,
                     report_noise: float = 0.0, reference: ThroughputCatalogue | None = None,
                     completion: str = "nearest", ema_alpha: float = 0.25, store: Any = None,
-                    options: SimOptions | None = None, **kwargs: Any) -> SimulationResult:
+                    options: SimOptions | None = None, preset: str | None = None,
+                    **kwargs: Any) -> SimulationResult:
     """Simulate ``workload`` with an :class:`OnlineScheduler` in the loop (see the module docstring).
 
     Parameters
     ----------
-    scheduler, workload, cluster, options, **kwargs
+    scheduler, workload, cluster, options, preset, **kwargs
         As for :func:`hetsched.simulate` (``mechanism`` must be "rounds"; ``learn_throughputs``,
-        ``report_noise`` and ``throughput_reference`` there map to the keywords here).
+        ``report_noise`` and ``throughput_reference`` there map to the keywords here; option
+        keywords are deprecated there and here alike).
     learn : bool, default True
         Hide the throughputs from the scheduler (learn them from reports); False: give each
         job its true throughputs at submit and do not learn (the oracle).
@@ -78,7 +79,7 @@ def simulate_online(scheduler: Any, workload: Any, cluster: Cluster, *, learn: b
         scheduler's last estimate for every job (rows: jobs in arrival order).
     """
     wall0 = time.perf_counter()
-    opts = _options(options, kwargs)
+    opts = call_options("simulate_online", options, preset, kwargs)
     if opts.mechanism != "rounds":
         raise ValidationError("the online scheduler runs whole GPUs per round: `mechanism` must be 'rounds'.")
     check_nonneg(report_noise, "report_noise")
@@ -87,7 +88,8 @@ def simulate_online(scheduler: Any, workload: Any, cluster: Cluster, *, learn: b
     w.config.update({"learn_throughputs": bool(learn), "report_noise": float(report_noise),
                      "throughput_reference": None if reference is None else repr(reference), "driver": "online"})
     pol = getattr(sched, "policy", None)
-    packed = getattr(pol, "packing", None) is not None
+    tables = () if pol is None else pol.bound_tables()
+    packed = "packing" in tables
     if learn and packed:
         raise ValidationError(
             "`learn_throughputs=True` with a packed policy: simulated jobs are submitted without their job type "
@@ -95,10 +97,10 @@ def simulate_online(scheduler: Any, workload: Any, cluster: Cluster, *, learn: b
             "Simulate packed policies with learn_throughputs=False, or drive an OnlineScheduler with pair rates "
             "given at submit (`pair_throughputs=`) and learned from reports (`report(..., partner=)`).")
     # pairs of a catalogue workload come from its catalogue, looked up by each job's type
-    typed = not learn and getattr(pol, "packing", None) == WORKLOAD and w.context.get("catalogue") is not None
+    typed = not learn and pol is not None and "packing" in pol.workload_tables() and w.context.get("catalogue") is not None
     if typed and reference is None:
         reference = w.context["catalogue"]
-    sensitive = getattr(pol, "placement_sensitivity", None) is not None and w.U is not None
+    sensitive = "placement_sensitivity" in tables and w.U is not None
     online = OnlineScheduler(sched, w.place_cluster if w.use_place else _no_topology(cluster),
                              store=store, round_seconds=opts.round_seconds, reference=reference,
                              ema_alpha=ema_alpha, completion=completion, learn=bool(learn), options=None,
@@ -115,7 +117,7 @@ def _no_topology(cluster: Cluster) -> Cluster:
     return cluster if cluster.topology is None else Cluster(cluster.as_dict())
 
 
-def _drive(online: OnlineScheduler, w: _Workload, opts: SimOptions, wall0: float, *, learn: bool,
+def _drive(online: OnlineScheduler, w: RoundWorkload, opts: SimOptions, wall0: float, *, learn: bool,
            noise: float, submit: _Submitter) -> SimulationResult:
     # the run log holds each job's exact steps of the round (reported as they are, so the
     # scheduler's books add the same numbers as the ledger's); dropped at the end if not asked for
@@ -123,7 +125,7 @@ def _drive(online: OnlineScheduler, w: _Workload, opts: SimOptions, wall0: float
     step = _OnlineStep(online, w, submit, learn=learn, noise=noise, seed=opts.seed)
     c, t_first = run_rounds(w, opts, ledger, step, wall0)
     ledger.record_runs = opts.record_runs
-    res = _result(w, ledger, opts, c.status, c.rnd, c.t, t_first, wall0, step.timing)
+    res = assemble_result(w, ledger, c, t_first, wall0, step.timing)
     res.extra["estimates"] = online.estimates(all_jobs=True).to_numpy() if w.n else np.zeros((0, len(w.types)))
     return res
 
@@ -133,7 +135,7 @@ class _OnlineStep:
     arrivals, ``next_round``, run the rows at the true rates, report what each job did and
     complete the jobs that finished."""
 
-    def __init__(self, online: OnlineScheduler, w: _Workload, submit: _Submitter, *, learn: bool, noise: float,
+    def __init__(self, online: OnlineScheduler, w: RoundWorkload, submit: _Submitter, *, learn: bool, noise: float,
                  seed: int) -> None:
         self.online, self.w, self.key, self.learn, self.noise = online, w, submit, learn, noise
         self.rng = np.random.default_rng(seed)
@@ -153,7 +155,7 @@ class _OnlineStep:
              ) -> tuple[RoundRows, np.ndarray, np.ndarray, float]:
         plan = self.last = self.online.next_round(t)
         self.logged = len(ledger.runs["job"])
-        _add_plan_time(self.timing, plan.rows.info, plan.timings["plan_s"])
+        add_plan_time(self.timing, plan.rows.info, plan.timings["plan_s"])
         self.timing["placement_s"] += plan.timings["place_s"]
         rows = plan.rows
         if rows.n_rows:
@@ -206,7 +208,7 @@ class _Submitter:
     int (so tables keyed by job id bind as in :func:`hetsched.simulate`), else under their
     numbers; either way the scheduler's job numbers are the loop's."""
 
-    def __init__(self, w: _Workload, *, learn: bool, typed: bool, spread: bool) -> None:
+    def __init__(self, w: RoundWorkload, *, learn: bool, typed: bool, spread: bool) -> None:
         self.w, self.learn, self.typed, self.spread = w, learn, typed, spread
         ids = w.ids.tolist()
         ok = all(isinstance(v, (str, int)) and not isinstance(v, bool) for v in ids) and len(set(ids)) == len(ids)

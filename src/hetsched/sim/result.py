@@ -1,8 +1,11 @@
-"""SimulationResult: what :func:`hetsched.sim.simulate` returns, and its CSV/JSON round trip."""
+"""SimulationResult: what :func:`hetsched.sim.simulate` returns, its CSV/JSON round trip, and
+:func:`assemble_result` (the result of a round-engine run: its ledger, clock and timings)."""
 
 from __future__ import annotations
 
+import logging
 import math
+import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -12,9 +15,14 @@ import numpy as np
 import pandas as pd
 
 from ..errors import ValidationError
+from ..rounds.ledger import Ledger
+from ..rounds.loop import RoundClock, RoundWorkload
+from .metrics import package_versions, summarize
 from .provenance import json_clean as _json_clean
 
-__all__ = ["SimulationResult"]
+__all__ = ["SimulationResult", "assemble_result"]
+
+log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True, eq=False)
@@ -157,3 +165,39 @@ class SimulationResult:
             f"makespan={s.get('makespan', math.nan) / 3600:.3g} h, rounds={s.get('n_rounds')}, "
             f"status={s.get('status')!r})"
         )
+
+
+def assemble_result(w: RoundWorkload, ledger: Ledger, clock: RoundClock, t_first: float, wall0: float,
+                    timing: Mapping[str, float]) -> SimulationResult:
+    """The :class:`SimulationResult` of a finished :func:`~hetsched.rounds.loop.run_rounds`.
+
+    Parameters
+    ----------
+    w : RoundWorkload
+        The run's workload (:func:`~hetsched.rounds.loop.prepare`).
+    ledger : Ledger
+        Its accounting after the last round.
+    clock : RoundClock
+        Its clock after the last round (``status``, ``rnd``, ``t``).
+    t_first : float
+        Start of the first round.
+    wall0 : float
+        ``time.perf_counter()`` when the driver started.
+    timing : Mapping
+        Wall seconds by phase (``policy_s``, ``mechanism_s``, ``placement_s``).
+    """
+    status, rnd, t = clock.status, clock.rnd, clock.t
+    t_end = t if rnd else t_first
+    if w.n and ledger.completed.all():
+        t_end = max(float(np.nanmax(ledger.finish)), t_first) if rnd else t_first
+    wall = time.perf_counter() - wall0
+    timings = {"wall_s": wall, **timing, "other_s": max(wall - sum(timing.values()), 0.0)}
+    rounds_df = ledger.round_frame(w.types)
+    jobs_df = ledger.job_frame(w.trace, w.ids, w.s, w.arrival, w.types, w.deadlines, w.measured)
+    summary = summarize(jobs_df, rounds_df, gpu_types=w.types, capacities=w.cap, span=(t_first, t_end),
+                        timings=timings, status=status)
+    log.info("simulate %s: %s after %d rounds, %.1f simulated h in %.2f s", w.config["policy"], status, rnd,
+             (t_end - t_first) / 3600, wall)
+    return SimulationResult(jobs=jobs_df, rounds=rounds_df, runs=ledger.run_frame(), summary=summary,
+                            config=w.config, versions=package_versions(), gpu_types=w.types, capacities=w.cap,
+                            extra={"throughputs": w.T, "unconsolidated": w.U})

@@ -13,9 +13,11 @@ The loop (one iteration per round of ``round_seconds``)::
 
 The scheduler is any :class:`~hetsched.sim.RoundScheduler`: a policy (name or object)
 runs through :class:`~hetsched.sim.PolicyScheduler` (solve -> round mechanism); Tiresias
-implements the interface itself. The loop itself (:func:`run_rounds`) is shared with
-:func:`hetsched.online.simulate_online`, which drives an :class:`~hetsched.OnlineScheduler`
-instead; the two differ only in the per-round call (``_PlanStep`` here).
+implements the interface itself. The loop itself (:func:`~hetsched.rounds.loop.run_rounds`,
+in the round engine) is shared with :func:`hetsched.sim.replay.simulate_online`, which
+drives an :class:`~hetsched.OnlineScheduler` instead; the two differ only in the per-round
+call (``_PlanStep`` here). The engine leaves its ledger and clock; the result is assembled
+here (:func:`~hetsched.sim.result.assemble_result`).
 
 When no job is active the clock jumps to the next arrival, and the next round starts
 there (so a job that arrives at an idle cluster starts at once); a job that arrives while
@@ -33,28 +35,23 @@ import numpy as np
 
 from ..inputs.cluster import Cluster
 from ..rounds.ledger import Ledger
-from ..rounds.loop import (
-    _add_plan_time,
-    _options,
-    _result,
-    _Workload,
-    as_scheduler,
-    prepare,
-    run_rounds,
-)
-from .options import SimOptions
+from ..rounds.loop import RoundWorkload, add_plan_time, as_scheduler, prepare, run_rounds
 from ..rounds.placing import RoundPlacer
-from .result import SimulationResult
-from ..rounds.protocol import RoundRows, RoundScheduler, check_rows
+from ..rounds.protocol import RoundRows, RoundScheduler, SchedulerLike, WorkloadLike, check_rows
+from .options import SimOptions, call_options
+from .result import SimulationResult, assemble_result
 
 __all__ = ["SimulationResult", "as_scheduler", "simulate"]
 
 log = logging.getLogger(__name__)
 
 
-def simulate(scheduler: Any, workload: Any, cluster: Cluster, *, options: SimOptions | None = None,
-             **kwargs: Any) -> SimulationResult:
-    """Replay ``workload`` through ``policy`` on ``cluster``, round by round.
+def simulate(scheduler: SchedulerLike, workload: WorkloadLike, cluster: Cluster, *, options: SimOptions | None = None,
+             preset: str | None = None, **kwargs: Any) -> SimulationResult:
+    """Replay ``workload`` through ``scheduler`` on ``cluster``, round by round.
+
+    Every option is a field of ``options`` (:class:`~hetsched.sim.SimOptions`), listed under
+    Other Parameters; ``simulate(..., options=SimOptions(round_seconds=60.0))``.
 
     Parameters
     ----------
@@ -72,6 +69,19 @@ def simulate(scheduler: Any, workload: Any, cluster: Cluster, *, options: SimOpt
     cluster : Cluster
         GPU counts per type (its GPU types are the simulation's columns); with a topology
         (:meth:`Cluster.from_servers`) placement uses it.
+    options : SimOptions, optional
+        The options below as one record (default: the defaults).
+    preset : {"gavel", "hetsched"}, optional
+        Named settings instead of ``options`` (:meth:`SimOptions.preset`; for a preset with
+        changes pass ``options=SimOptions.preset(name, ...)``). ``preset="gavel"`` is Gavel's
+        simulator: 360 s rounds, re-solve on change at most once per 1,920 s, arrivals wait
+        for the next re-solve, shares reset at each re-solve, Gavel's rule.
+    **kwargs
+        Deprecated: fields of :class:`SimOptions` as keywords (they override ``options`` or
+        the preset). They still work for this release and raise one DeprecationWarning.
+
+    Other Parameters
+    ----------------
     round_seconds : float, default 360
         Round length (Gavel: 360 s).
     mechanism : {"rounds", "ideal"}, default "rounds"
@@ -123,18 +133,11 @@ def simulate(scheduler: Any, workload: Any, cluster: Cluster, *, options: SimOpt
     learn_throughputs, report_noise, throughput_reference
         Hide the throughputs from the scheduler and reveal them through (noisy) per-round
         reports: the loop then runs an :class:`~hetsched.OnlineScheduler` with a simulated
-        clock (:func:`hetsched.online.simulate_online`, ``docs/online.md``). Default off.
+        clock (:func:`hetsched.sim.replay.simulate_online`, ``docs/online.md``). Default off.
     min_solve_interval, arrivals, backfill
         Re-solve timing, what arrivals between solves get, and whether smaller jobs may run
-        past one that does not fit (see :class:`~hetsched.sim.PolicyScheduler`); defaults
+        past one that does not fit (see :class:`~hetsched.rounds.MechanismOptions`); defaults
         0, "carve" and True.
-    preset : {"gavel", "hetsched"}, optional
-        Named settings (:meth:`SimOptions.preset`); ``preset="gavel"`` is Gavel's simulator:
-        360 s rounds, re-solve on change at most once per 1,920 s, arrivals wait for the next
-        re-solve, shares reset at each re-solve, Gavel's rule. Keywords given beside it
-        override it.
-    options : SimOptions, optional
-        All of the above as one record; keywords given beside it override its fields.
 
     Returns
     -------
@@ -158,9 +161,12 @@ def simulate(scheduler: Any, workload: Any, cluster: Cluster, *, options: SimOpt
     >>> res = simulate("max_min_fairness", jobs, hs.Cluster({"v100": 1, "k80": 1}))
     >>> res.summary["avg_jct"]          # 7200 steps at 2 steps/s on the V100
     3600.0
+    >>> simulate("max_min_fairness", jobs, hs.Cluster({"v100": 1, "k80": 1}),
+    ...          options=hs.SimOptions(round_seconds=60.0)).summary["n_rounds"]
+    60
     """
     wall0 = time.perf_counter()
-    opts = _options(options, kwargs)
+    opts = call_options("simulate", options, preset, kwargs)
     if opts.learn_throughputs:   # the same loop with an OnlineScheduler learning throughputs in it
         from .replay import simulate_online
 
@@ -170,14 +176,14 @@ def simulate(scheduler: Any, workload: Any, cluster: Cluster, *, options: SimOpt
     ledger = Ledger(w.total, len(w.types), restart_seconds=opts.restart_seconds, record_runs=opts.record_runs)
     step = _PlanStep(sched, RoundPlacer(w.place_cluster, w.types) if w.use_place else None, w)
     c, t_first = run_rounds(w, opts, ledger, step, wall0)
-    return _result(w, ledger, opts, c.status, c.rnd, c.t, t_first, wall0, step.timing)
+    return assemble_result(w, ledger, c, t_first, wall0, step.timing)
 
 
 class _PlanStep:
     """simulate's per-round call: the round scheduler's ``plan_round`` on a view of the
     ledger, the row checks and placement; after the round, its ``record_round``."""
 
-    def __init__(self, sched: RoundScheduler, placer: RoundPlacer | None, w: _Workload) -> None:
+    def __init__(self, sched: RoundScheduler, placer: RoundPlacer | None, w: RoundWorkload) -> None:
         self.sched, self.placer, self.w = sched, placer, w
         self.checked = getattr(sched, "rows_checked", False) is True   # rows built under the loop's rules already
         self.timing = {"policy_s": 0.0, "mechanism_s": 0.0, "placement_s": 0.0}
@@ -196,7 +202,7 @@ class _PlanStep:
         rows = self.sched.plan_round(view, self.state)
         if not (self.checked and isinstance(rows, RoundRows)):
             check_rows(rows, view)
-        _add_plan_time(self.timing, rows.info, time.perf_counter() - t0)
+        add_plan_time(self.timing, rows.info, time.perf_counter() - t0)
         spread = moved = np.zeros(rows.n_rows, bool)
         place_s = 0.0
         if self.placer is not None and rows.n_rows:

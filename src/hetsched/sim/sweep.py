@@ -26,7 +26,7 @@ from ..formulations.base import make_policy
 from ..inputs.cluster import Cluster
 from ..validation import check_int, check_mapping, fail
 from ..rounds.loop import scheduler_label
-from .options import SimOptions
+from .options import SimOptions, make_options
 from .simulator import simulate
 from ..inputs.trace import Trace, generate_workload
 
@@ -83,8 +83,8 @@ def expand_grid(grid: Mapping[str, Any]) -> list[dict[str, Any]]:
         ``policy`` (name, Policy, list of them, or mapping label -> policy), ``load``
         (arrival rate, jobs/hour), ``seed``, ``cluster`` (Cluster, mapping of counts,
         list, or mapping label -> cluster), ``n_jobs``, a fixed ``workload`` (a Trace,
-        instead of ``load``/``n_jobs``), and any keyword of :func:`simulate` or
-        :func:`generate_workload`. Every ``list`` value is an axis; other values
+        instead of ``load``/``n_jobs``), any field of :class:`SimOptions` or ``preset``, and
+        any keyword of :func:`generate_workload`. Every ``list`` value is an axis; other values
         (including tuples such as ``window``) are the same in every run.
 
     Returns
@@ -164,7 +164,8 @@ def run_one(params: Mapping[str, Any]) -> dict[str, Any]:
             trace = generate_workload(int(p.pop("n_jobs")), rate_per_hour=float(p.pop("load")), seed=seed, **gen_kw)
         policy = p.pop("policy")
         cluster = p.pop("cluster")
-        res = simulate(policy, trace, cluster, seed=seed, record_runs=False, **p)
+        opts = make_options(preset=p.pop("preset", None), seed=seed, record_runs=False, **p)
+        res = simulate(policy, trace, cluster, options=opts)
         row = dict(res.summary)
         row["error"] = ""
     except HetschedError as exc:

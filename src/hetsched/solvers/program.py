@@ -21,6 +21,7 @@ import numpy as np
 import scipy.sparse as sp
 
 from ..errors import ValidationError
+from ..validation import check_choice
 
 __all__ = ["LinearProgram", "allocation_variables"]
 
@@ -79,8 +80,7 @@ class LinearProgram:
         ):
             if arr.shape != (size,):
                 raise ValidationError(f"`{name}` must have shape ({size},); got {arr.shape}.")
-        if self.sense not in ("min", "max"):
-            raise ValidationError(f"`sense` must be 'min' or 'max'; got {self.sense!r}.")
+        check_choice(self.sense, "sense", ("min", "max"), rule="'min' or 'max'")
         if self.integrality is not None and self.integrality.shape != (n,):
             raise ValidationError(f"`integrality` must have shape ({n},); got {self.integrality.shape}.")
 

@@ -64,7 +64,7 @@ import pandas as pd
 
 from ...errors import ValidationError
 from ...inputs.cluster import Cluster
-from ...validation import check_int
+from ...validation import check_instance, check_int, check_mapping, is_whole
 
 __all__ = [
     "DEFAULT_GPUS_PER_NODE",
@@ -216,8 +216,7 @@ def configuration_set(
     >>> cs.labels()
     [('a100', 1), ('a100', 2), ('a100', 4), ('a100', 8), ('a100', 16), ('a100', 24), ('a100', 32), ('t4', 1), ('t4', 2), ('t4', 4)]
     """
-    if not isinstance(cluster, Cluster):
-        raise ValidationError(f"`cluster` must be a hetsched.Cluster; got {type(cluster).__name__}.")
+    check_instance(cluster, "cluster", Cluster, "a hetsched.Cluster")
     types = tuple(cluster.gpu_types if gpu_types is None else (str(t) for t in gpu_types))
     if max_gpus is not None:
         max_gpus = check_int(max_gpus, "max_gpus", low=1)
@@ -268,7 +267,7 @@ def configurations_from_labels(
             raise ValidationError(
                 f"`goodput` column {lab!r} names GPU type {t!r}, which is not one of the jobs' GPU types {list(types)}."
             )
-        if isinstance(n, bool) or not isinstance(n, (int, np.integer, float, np.floating)) or n < 1 or n != int(n):
+        if not is_whole(n) or n < 1:
             raise ValidationError(f"`goodput` column {lab!r} must have a positive integer GPU count; got {n!r}.")
         if (t, int(n)) in seen:
             raise ValidationError(f"`goodput` columns must be unique; {(t, int(n))!r} appears twice.")
@@ -349,11 +348,8 @@ def impute_type_throughputs(
         cnt = both.sum(axis=0)
         logr = np.where(cnt > 0, np.nansum(np.where(both, diff, 0.0), axis=0) / np.maximum(cnt, 1), np.nan)
     else:
-        if not isinstance(type_speedups, Mapping):
-            raise ValidationError(
-                f"`type_speedups` must be None, 'learned' or a mapping of GPU type -> relative speed; "
-                f"got {type(type_speedups).__name__}."
-            )
+        check_mapping(type_speedups, "type_speedups",
+                      rule="None, 'learned' or a mapping of GPU type -> relative speed")
         speeds = np.full(m, np.nan)
         for k, t in enumerate(gpu_types):
             if t in type_speedups:

@@ -147,9 +147,10 @@ from ...inputs.jobs import JobSet
 from ...solvers.base import SolverOutput
 from ...solvers.context import SolveContext
 from ...solvers.program import LinearProgram
-from ...validation import check_int, check_real, check_vector, fail, fail_at, is_real
+from ...validation import check_instance, check_int, check_real, check_vector, fail, fail_at, is_real, is_whole
 from ..base import Policy, PolicyOutcome, register_policy
 from ..builder import ProgramBuilder
+from ..tables import TableBinding, job_numbers
 from .configurations import (
     DEFAULT_MAX_GPUS,
     ConfigurationSet,
@@ -282,6 +283,7 @@ class Sia(Policy):
     name = "sia"
     aggregatable = False
     emits_configurations = True
+    job_tables = ("goodput",)
     goodput: Any = None
     fairness_power: float = -0.5
     lambda_unallocated: float | None = None
@@ -295,6 +297,14 @@ class Sia(Policy):
     type_speedups: Any = None
     mip_gap: float = 0.01
     column_reduction: bool | None = None
+
+    def bind_tables(self, binding: TableBinding) -> Sia:
+        """Capability (:meth:`~hetsched.formulations.base.Policy.bind_tables`): the
+        ``goodput`` table's rows re-keyed to job numbers."""
+        if self.goodput is None or binding.ids is None:
+            return self
+        return dataclasses.replace(self, goodput=self.goodput.set_axis(job_numbers(self.goodput.index, binding.ids),
+                                                                       axis=0))
 
     def __post_init__(self) -> None:
         super().__post_init__()
@@ -319,11 +329,8 @@ class Sia(Policy):
             _restart_vector(self.restart_penalty, int(np.shape(self.restart_penalty)[0]))
         _check_gpus_per_node(self.gpus_per_node)
         _check_type_speedups(self.type_speedups)
-        if self.goodput is not None and not isinstance(self.goodput, pd.DataFrame):
-            raise ValidationError(
-                f"`goodput` must be a pandas DataFrame (job ids x (gpu_type, gpus) columns) or None; "
-                f"got {type(self.goodput).__name__}."
-            )
+        check_instance(self.goodput, "goodput", pd.DataFrame, "a pandas DataFrame (job ids x (gpu_type, gpus) columns)",
+                       allow_none=True)
         if self.current is not None and not isinstance(self.current, (Mapping, pd.DataFrame)):
             raise ValidationError(
                 f"`current` must be a mapping job id -> (gpu_type, gpus) or a DataFrame; got {type(self.current).__name__}."
@@ -554,7 +561,7 @@ class Sia(Policy):
                 raise ValidationError(
                     f"`current[{jid!r}]` names GPU type {t!r}, which is not one of the jobs' GPU types {list(jobs.gpu_types)}."
                 )
-            if isinstance(g, bool) or not isinstance(g, (int, np.integer, float, np.floating)) or not g >= 0 or g != int(g):
+            if not is_whole(g) or g < 0:
                 raise ValidationError(f"`current[{jid!r}]` must have a non-negative integer GPU count; got {g!r}.")
             if int(g) == 0:
                 continue

@@ -51,7 +51,6 @@ Time slicing gives each a normalized share of 0.5; sharing gives 0.75:
 from __future__ import annotations
 
 import logging
-import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -62,6 +61,9 @@ import pandas as pd
 from ...errors import ValidationError, show
 from ...inputs.jobs import JobSet
 from ...inputs.throughputs import PairThroughputs, ThroughputCatalogue
+from ...inputs.workloads import Workload, catalogue_rows_of
+from ...validation import check_bool, check_instance, check_nonneg
+from ..tables import job_numbers
 
 __all__ = ["DEFAULT_PAIR_THRESHOLD", "Packing", "PairVariables", "pair_variables"]
 
@@ -119,8 +121,7 @@ class Packing:
         names_jobs: bool = False,
         aggregate: bool = True,
     ) -> None:
-        if not isinstance(pairs, PairThroughputs):
-            raise ValidationError(f"`pairs` must be a hetsched.PairThroughputs; got {type(pairs).__name__}.")
+        check_instance(pairs, "pairs", PairThroughputs, "a hetsched.PairThroughputs")
         if isinstance(gpu_types, str):
             raise ValidationError(f"`gpu_types` must be a sequence of names; got the string {gpu_types!r}.")
         types = tuple(str(t) for t in gpu_types)
@@ -130,9 +131,7 @@ class Packing:
             )
         if len(set(types)) != len(types):
             raise ValidationError(f"`gpu_types` must be unique; got {list(types)}.")
-        if isinstance(threshold, bool) or not isinstance(threshold, (int, float, np.integer, np.floating)) \
-                or not math.isfinite(float(threshold)) or threshold < 0:
-            raise ValidationError(f"`threshold` must be a finite number >= 0; got {threshold!r}.")
+        threshold = check_nonneg(threshold, "threshold")
         ser = keys if isinstance(keys, pd.Series) else pd.Series(dict(keys) if isinstance(keys, Mapping) else keys)
         if not isinstance(keys, (Mapping, pd.Series)):
             raise ValidationError(f"`keys` must map job id -> pair-table row; got {type(keys).__name__}.")
@@ -151,9 +150,7 @@ class Packing:
         self.keys = pd.Series(vals.astype(np.int64), index=ser.index, copy=True)
         self.threshold = float(threshold)
         self.names_jobs = bool(names_jobs)
-        if not isinstance(aggregate, bool):
-            raise ValidationError(f"`aggregate` must be True or False; got {aggregate!r}.")
-        self.aggregate = aggregate
+        self.aggregate = check_bool(aggregate, "aggregate")
 
     # ------------------------------------------------------------ constructors
     @classmethod
@@ -176,11 +173,28 @@ class Packing:
                    threshold=threshold, aggregate=aggregate)
 
     @classmethod
-    def from_workload(cls, workload: Any, catalogue: ThroughputCatalogue, *,
+    def from_workload(cls, workload: Workload, catalogue: ThroughputCatalogue | None = None, *,
                       threshold: float = DEFAULT_PAIR_THRESHOLD, aggregate: bool = True) -> Packing:
-        """Pairs for a :class:`~hetsched.inputs.workloads.Workload` sampled from ``catalogue``."""
-        return cls.from_catalogue(catalogue, workload.rows, workload.jobs.ids, threshold=threshold,
-                                  aggregate=aggregate)
+        """Pairs for a :class:`~hetsched.inputs.workloads.Workload` sampled from a catalogue.
+
+        Parameters
+        ----------
+        workload : Workload
+            From :func:`~hetsched.sample_jobs` or :func:`~hetsched.generate_workload` (it
+            carries each job's catalogue row).
+        catalogue : ThroughputCatalogue, optional
+            The catalogue with the pair table (default: the workload's own).
+        threshold, aggregate
+            As for the constructor.
+
+        Raises
+        ------
+        ValidationError
+            ``workload`` is not a workload sampled from a catalogue; the catalogue has no
+            pair table.
+        """
+        cat, rows, ids = catalogue_rows_of(workload, catalogue)
+        return cls.from_catalogue(cat, rows, ids, threshold=threshold, aggregate=aggregate)
 
     @classmethod
     def from_job_pairs(cls, job_a: Sequence[Any], job_b: Sequence[Any], throughputs: Any, *,
@@ -220,6 +234,21 @@ class Packing:
         return cls(table, gpu_types=gpu_types, keys=keys, threshold=threshold, names_jobs=True, aggregate=aggregate)
 
     # ------------------------------------------------------------------ helpers
+    def rekeyed(self, ids: np.ndarray) -> Packing:
+        """This packing with its keys indexed by job number (``ids[j]`` is job ``j``'s id).
+
+        Explicit pairs (``names_jobs``) name some jobs; every other job number gets a key of
+        its own (no pairs), so that sets of active jobs without some named job still solve.
+        """
+        nums = job_numbers(self.keys.index, ids)
+        keys = pd.Series(self.keys.to_numpy(), index=nums)
+        if self.names_jobs:
+            rest = np.setdiff1d(np.arange(len(ids)), nums[nums >= 0])
+            fresh = int(keys.max()) + 1 if len(keys) else 0
+            keys = pd.concat([keys[keys.index >= 0], pd.Series(fresh + np.arange(rest.size), index=rest)])
+        return Packing(self.pairs, gpu_types=self.gpu_types, keys=keys, threshold=self.threshold,
+                       names_jobs=False, aggregate=self.aggregate)
+
     def job_keys(self, jobs: JobSet) -> np.ndarray:
         """Key of each job of ``jobs`` (-1: no key, shares with no one).
 

@@ -54,7 +54,6 @@ consolidates "a":
 from __future__ import annotations
 
 import logging
-import math
 from collections.abc import Mapping
 from typing import Any
 
@@ -64,7 +63,9 @@ import pandas as pd
 from ...errors import ValidationError, show
 from ...inputs.jobs import JobSet
 from ...inputs.throughputs import ThroughputCatalogue
-from ...validation import check_matrix
+from ...inputs.workloads import Workload, catalogue_rows_of
+from ...validation import check_bool, check_instance, check_matrix, check_nonneg
+from ..tables import job_numbers
 from .kinds import PAIR, SINGLE
 
 __all__ = ["PlacementSensitivity", "consolidated_bounds", "consolidation_rows", "unconsolidated_variables"]
@@ -94,11 +95,8 @@ class PlacementSensitivity:
 
     def __init__(self, unconsolidated: pd.DataFrame, *, consolidated_gpus: Mapping[str, float] | None = None,
                  aggregate: bool = True) -> None:
-        if not isinstance(unconsolidated, pd.DataFrame):
-            raise ValidationError(
-                f"`unconsolidated` must be a pandas DataFrame (index: job ids, columns: GPU types); "
-                f"got {type(unconsolidated).__name__}."
-            )
+        check_instance(unconsolidated, "unconsolidated", pd.DataFrame,
+                       "a pandas DataFrame (index: job ids, columns: GPU types)")
         if not unconsolidated.index.is_unique:
             dup = unconsolidated.index[unconsolidated.index.duplicated()].unique().tolist()[:5]
             raise ValidationError(f"`unconsolidated` must have one row per job; duplicated ids: {dup}.")
@@ -112,16 +110,11 @@ class PlacementSensitivity:
                 )
             bounds = {}
             for t, v in consolidated_gpus.items():
-                if isinstance(v, bool) or not isinstance(v, (int, float, np.integer, np.floating)) \
-                        or not math.isfinite(float(v)) or v < 0:
-                    raise ValidationError(f"`consolidated_gpus[{t!r}]` must be a finite number >= 0; got {v!r}.")
-                bounds[str(t)] = float(v)
+                bounds[str(t)] = check_nonneg(v, f"consolidated_gpus[{t!r}]")
         self.unconsolidated = pd.DataFrame(U, index=unconsolidated.index.copy(),
                                            columns=[str(c) for c in unconsolidated.columns])
         self.consolidated_gpus = bounds
-        if not isinstance(aggregate, bool):
-            raise ValidationError(f"`aggregate` must be True or False; got {aggregate!r}.")
-        self.aggregate = aggregate
+        self.aggregate = check_bool(aggregate, "aggregate")
 
     def __repr__(self) -> str:
         return (f"PlacementSensitivity(n_jobs={len(self.unconsolidated)}, gpu_types={list(self.unconsolidated.columns)}, "
@@ -144,12 +137,23 @@ class PlacementSensitivity:
         return cls(frame, consolidated_gpus=consolidated_gpus, aggregate=aggregate)
 
     @classmethod
-    def from_workload(cls, workload: Any, catalogue: ThroughputCatalogue, *,
+    def from_workload(cls, workload: Workload, catalogue: ThroughputCatalogue | None = None, *,
                       consolidated_gpus: Mapping[str, float] | None = None, aggregate: bool = True
                       ) -> PlacementSensitivity:
-        """For a :class:`~hetsched.inputs.workloads.Workload` sampled (consolidated) from ``catalogue``."""
-        return cls.from_catalogue(catalogue, workload.rows, workload.jobs.ids, consolidated_gpus=consolidated_gpus,
-                                  aggregate=aggregate)
+        """The unconsolidated rows of a sampled workload's jobs: :meth:`from_catalogue` with the
+        rows and ids that :func:`~hetsched.inputs.workloads.catalogue_rows_of` reads from
+        ``workload`` (a :class:`~hetsched.Workload` drawn, consolidated, by ``sample_jobs`` or
+        ``generate_workload``) and ``catalogue`` (default: the workload's own, which must have
+        an unconsolidated table); ``consolidated_gpus`` and ``aggregate`` as for the
+        constructor. Anything else as ``workload`` raises a ValidationError naming it.
+        """
+        cat, rows, ids = catalogue_rows_of(workload, catalogue)
+        return cls.from_catalogue(cat, rows, ids, consolidated_gpus=consolidated_gpus, aggregate=aggregate)
+
+    def rekeyed(self, ids: np.ndarray) -> PlacementSensitivity:
+        """This option with its rows indexed by job number (``ids[j]`` is job ``j``'s id)."""
+        frame = self.unconsolidated.set_axis(job_numbers(self.unconsolidated.index, ids), axis=0)
+        return PlacementSensitivity(frame, consolidated_gpus=self.consolidated_gpus, aggregate=self.aggregate)
 
     def table(self, jobs: JobSet) -> np.ndarray:
         """Unconsolidated throughputs aligned with ``jobs`` (n_jobs, n_types).

@@ -44,7 +44,7 @@ from __future__ import annotations
 import dataclasses
 import logging
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, ClassVar
 
 import numpy as np
 import pandas as pd
@@ -53,12 +53,13 @@ import scipy.sparse as sp
 from ...errors import ValidationError
 from ...inputs.jobs import RESOURCE_FIELDS, JobSet
 from ...solvers.program import LinearProgram
+from ...validation import check_instance
 from ..aggregation import JobClasses, aggregate_jobs
 from ..base import PolicyOutcome
 from ..builder import ProgramBuilder
 from ..common import usable_mask
-from ..params import check_space_option
 from ..resources import add_resource_rows
+from ..tables import WORKLOAD, TableBinding
 from .kinds import KIND_NAMES, PAIR, SINGLE, UNCONSOLIDATED
 from .packing import Packing, pair_variables
 from .placement_sensitivity import (
@@ -84,6 +85,22 @@ __all__ += ["PAIR", "SINGLE", "UNCONSOLIDATED"]  # variable kinds (defined in .v
 
 #: Variables below this value are left out of ``extra["allocation_rows"]``.
 REPORT_TOL = 1e-9
+
+
+def check_space_option(value: Any, name: str) -> Any:
+    """``packing`` / ``placement_sensitivity``: None, ``"workload"`` (bound by the simulator), or
+    the option object (:class:`~hetsched.formulations.spaces.packing.Packing`,
+    :class:`~hetsched.formulations.spaces.placement_sensitivity.PlacementSensitivity`).
+
+    Examples
+    --------
+    >>> check_space_option(None, "packing") is None
+    True
+    """
+    if value is None or (isinstance(value, str) and value == "workload"):
+        return value
+    cls = Packing if name == "packing" else PlacementSensitivity
+    return check_instance(value, name, cls, f"a {cls.__module__}.{cls.__name__}, 'workload' (in hetsched.simulate) or None")
 
 
 class AllocationSpace:
@@ -599,6 +616,23 @@ class SpaceOptions:
         super().__post_init__()
         check_space_option(self.packing, "packing")
         check_space_option(self.placement_sensitivity, "placement_sensitivity")
+
+    #: Capability (:class:`~hetsched.formulations.base.Policy`): both options are per-job tables.
+    job_tables: ClassVar[tuple[str, ...]] = ("packing", "placement_sensitivity")
+
+    def bind_tables(self, binding: TableBinding) -> Any:
+        """Capability (:meth:`~hetsched.formulations.base.Policy.bind_tables`): a
+        ``"workload"`` option built by the driver (from its catalogue: ``from_catalogue``),
+        an option object re-keyed to job numbers (``rekeyed``)."""
+        builders = {"packing": Packing.from_catalogue, "placement_sensitivity": PlacementSensitivity.from_catalogue}
+        changes: dict[str, Any] = {}
+        for name in self.bound_tables():  # type: ignore[attr-defined]
+            value = getattr(self, name)
+            if isinstance(value, str) and value == WORKLOAD:
+                changes[name] = binding.workload_table(name, builders[name])
+            elif binding.ids is not None:
+                changes[name] = value.rekeyed(binding.ids)
+        return dataclasses.replace(self, **changes) if changes else self  # type: ignore[type-var]
 
     @property
     def aggregatable(self) -> bool:  # type: ignore[override]

@@ -1,10 +1,12 @@
 """Column-at-once parsing of trace cells, and the checks every cluster-log reader ends with.
 
-Shared by :mod:`hetsched.inputs.traces.readers`: a column of text cells becomes numbers or times in
-one pandas call, and only the cells that call rejects are parsed again one by one, for the
-message that names the field and the value (:func:`number`, :func:`timestamp`).
-:func:`finish_table` checks arrival order, duplicate ids and cluster fit over the rows a
-reader kept and builds the job table.
+Shared by the trace readers (:mod:`.philly`, :mod:`.helios`, :mod:`.pai`, :mod:`.gavel`): a
+column of text cells becomes numbers or times in one pandas call, and only the cells that
+call rejects are parsed again one by one, for the message that names the field and the
+value (:func:`number`, :func:`timestamp`). :func:`finish_table` checks arrival order,
+duplicate ids and cluster fit over the rows a reader kept and builds the job table;
+:func:`csv_table`, :func:`job_prefix` and :func:`span_message` are the CSV reading and the
+messages the cluster-log readers share.
 """
 
 from __future__ import annotations
@@ -39,6 +41,7 @@ __all__ = [
     "columns_of",
     "csv_columns",
     "csv_records",
+    "csv_table",
     "decode_text",
     "duration_checks",
     "empty_strings",
@@ -46,14 +49,17 @@ __all__ = [
     "fail_fields",
     "fail_parse",
     "finish_table",
+    "first_line",
     "gc_paused",
     "is_missing",
     "isin",
+    "job_prefix",
     "number",
     "numbers",
     "path_arg",
     "read_fields",
     "selection",
+    "span_message",
     "times",
     "timestamp",
 ]
@@ -267,6 +273,30 @@ def duration_checks(chk: RowChecks, dur: np.ndarray, message: Callable[[int], st
         chk.fail(dur < 0, "negative_duration", message)
 
 
+def job_prefix(ids: Sequence[Any]) -> Callable[[int], str]:
+    """The message prefix naming row ``i`` by its job id: ``"job '<id>': "``."""
+    def named(i: int) -> str:
+        return f"job {ids[i]!r}: "
+
+    return named
+
+
+def _as_is(cells: Sequence[Any], i: int) -> Any:
+    """Cell ``i`` of ``cells`` as it is."""
+    return cells[i]
+
+
+def span_message(named: Callable[[int], str], start: Sequence[Any], end: Sequence[Any],
+                 text: Callable[[Sequence[Any], int], Any] = _as_is) -> Callable[[int], str]:
+    """Message of a row whose end is not after its start, quoting both cells (as ``text``
+    gives them)."""
+    def message(i: int) -> str:
+        return (f"{named(i)}duration must be positive; end_time {text(end, i)!r} is not "
+                f"after start_time {text(start, i)!r}")
+
+    return message
+
+
 # ------------------------------------------------------------------------------ column schemas
 #: How a cell is read: a finite number, an integer, or a time (seconds or a date-time).
 KINDS = ("number", "int", "time")
@@ -415,11 +445,13 @@ def fail_duplicates(chk: RowChecks, order: np.ndarray, ids: Sequence[Any], what:
 
 
 def finish_table(chk: RowChecks, report: LoadReport, cols: dict[str, Any], *, sort: bool,
-                  cluster: Cluster | None, meta: dict[str, Any]) -> pd.DataFrame:
+                 cluster: Cluster | None, meta: dict[str, Any], counts: Mapping[str, str] | None = None
+                 ) -> pd.DataFrame:
     """Arrival order, duplicates and cluster fit over the rows still alive; the job table.
 
     ``cols`` holds full-length arrays (one entry per row of ``chk``) for every column of
-    :data:`JOB_TABLE_COLUMNS`.
+    :data:`JOB_TABLE_COLUMNS`. Then ``meta[key]`` = the count of rows filtered for
+    ``reason``, for every ``key -> reason`` of ``counts``.
     """
     check_bool(sort, "sort")
     arrival = np.asarray(cols["arrival"], dtype=float)
@@ -479,6 +511,8 @@ def finish_table(chk: RowChecks, report: LoadReport, cols: dict[str, Any], *, so
     df.attrs["source"] = report.source
     df.attrs["meta"] = meta
     report.log_summary()
+    for key, reason in (counts or {}).items():
+        meta[key] = report.counts["filtered"].get(reason, 0)
     return df
 
 
@@ -551,6 +585,33 @@ def csv_columns(text: str, width: int | None = None, *, numeric: Sequence[int] =
     for k in used:
         cols[k] = df[k].to_numpy() if df[k].dtype.kind == "f" else df[k].tolist()
     return lines, cols
+
+
+def csv_table(text: str, width: int | None, *, fill: str | None, numeric: Sequence[int] = (),
+              skip_first: bool = False, usecols: Sequence[int] | None = None) -> tuple[list[int], np.ndarray, list[Any]]:
+    """Line numbers, cell counts and the first ``width`` columns (default: as many as the
+    first record has; ``fill`` where a record is shorter) of the non-empty CSV records
+    (without the first with ``skip_first``); ``numeric`` columns may come as float arrays,
+    and columns not in ``usecols`` as None (:func:`csv_columns`)."""
+    fast = csv_columns(text, width, numeric=numeric, skip_first=skip_first, usecols=usecols)
+    if fast is not None:
+        lines, cols = fast
+        return lines, np.full(len(lines), len(cols), dtype=np.int64), cols
+    lines, rows = csv_records(text)
+    if skip_first:
+        lines, rows = lines[1:], rows[1:]
+    counts = np.fromiter(map(len, rows), dtype=np.int64, count=len(rows))
+    ncols = width if width is not None else (len(rows[0]) if rows else 0)
+    return lines, counts, columns_of(rows, ncols, strip=False, fill=fill)
+
+
+def first_line(text: str) -> list[str]:
+    """Cells of the first non-empty line (for a header check)."""
+    for line in text.split("\n", 64)[:64]:
+        if line.strip("\r"):
+            return next(csv.reader([line]), [])
+    return []
+
 
 
 def cell_text(col: Any, i: int) -> str:

@@ -1,7 +1,7 @@
 """Gavel's trace files: its job traces (10/9/11 columns, and the older 7-column form of its
 Philly-derived ``msr`` traces) and the ``cluster_specs.json`` of its msr experiments.
 
-Read from local files only; rows are checked column at once (:mod:`.trace_cells`) and the
+Read from local files only; rows are checked column at once (:mod:`.cells`) and the
 rows not kept are counted in a load report (:mod:`.load_report`). Re-exported by
 :mod:`hetsched.inputs.traces.readers` and :mod:`hetsched.sim`.
 """
@@ -17,14 +17,14 @@ import numpy as np
 
 from ...errors import ValidationError
 from ..cluster import Cluster
-from ..jobs import JobSet
+from ..jobs import JobSet, usable_mask
 from ..throughputs import (
     ThroughputCatalogue,
     load_gavel_throughputs,
     reference_column,
 )
+from ..workloads import Workload
 from .load_report import LoadReport, RowChecks
-from ..trace import Trace
 from .cells import Column, Field, apply_schema, decode_text, path_arg
 
 __all__ = ["read_gavel_cluster_specs", "read_gavel_trace", "reference_column"]
@@ -52,7 +52,7 @@ def read_gavel_trace(
     cluster: Cluster | None = None,
     reference_gpu_type: str | None = None,
     errors: str = "drop",
-) -> Trace:
+) -> Workload:
     """Read a Gavel trace (tab-separated, one job per line) with its throughput table.
 
     Columns (Gavel's ``utils.parse_trace``): ``job_type, command, working_directory,
@@ -104,8 +104,8 @@ def read_gavel_trace(
 
     Returns
     -------
-    Trace
-        Job ids are positions ``0, 1, ...`` of the kept rows (as Gavel numbers jobs); job
+    Workload
+        A trace. Job ids are positions ``0, 1, ...`` of the kept rows (as Gavel numbers jobs); job
         types as in the file; unconsolidated throughputs when the table has them;
         ``meta["load_report"]``, ``meta["skipped"]``, ``meta["columns"]`` (column counts
         seen).
@@ -130,14 +130,14 @@ def read_gavel_trace(
     report.log_summary()
     if keep.size == 0:
         T = np.zeros((0, len(cat.gpu_types)))
-        return Trace(JobSet(T, gpu_types=cat.gpu_types, steps_remaining=np.zeros(0), arrival_times=np.zeros(0)),
-                     source=f"gavel:{p.name}", meta=meta)
+        return Workload(JobSet(T, gpu_types=cat.gpu_types, steps_remaining=np.zeros(0), arrival_times=np.zeros(0)),
+                        source=f"gavel:{p.name}", meta=meta)
     kept = {name: col.values[keep] for name, col in cols.items()}
     return _gavel_trace_of(p, chk, keep, cat, ref, [jt[i] for i in keep.tolist()], kept, cluster, meta)
 
 
 def _gavel_rows(p: Path, report: LoadReport) -> tuple[RowChecks, list[list[str]]]:
-    """Open phase: the non-empty lines of ``p`` (:func:`~.trace_cells.decode_text`), split at
+    """Open phase: the non-empty lines of ``p`` (:func:`~.cells.decode_text`), split at
     tabs, and a row checker on ``report`` naming each row by its line number."""
     lines_no: list[int] = []
     cells: list[list[str]] = []
@@ -232,8 +232,8 @@ def _gavel_meta(p: Path, report: LoadReport, cat: ThroughputCatalogue, formats: 
 
 
 def _gavel_trace_of(p: Path, chk: RowChecks, keep: np.ndarray, cat: ThroughputCatalogue, ref: int, jt: list[str],
-                    kept: dict[str, np.ndarray], cluster: Cluster | None, meta: dict[str, Any]) -> Trace:
-    """Build phase: the Trace of the rows ``keep`` of ``chk`` (``jt``: their job types,
+                    kept: dict[str, np.ndarray], cluster: Cluster | None, meta: dict[str, Any]) -> Workload:
+    """Build phase: the trace of the rows ``keep`` of ``chk`` (``jt``: their job types,
     ``kept``: their :data:`_GAVEL_SCHEMA` values by name), with throughputs from ``cat``, SLO
     deadlines at reference column ``ref``, and a check that every job fits ``cluster``."""
     sf = kept["scale_factor"].astype(np.int64)
@@ -250,7 +250,7 @@ def _gavel_trace_of(p: Path, chk: RowChecks, keep: np.ndarray, cat: ThroughputCa
         deadlines = np.where(deadlines > arrivals, deadlines, np.inf)
     if cluster is not None:
         cap = cluster.capacities(cat.gpu_types)
-        fits = ((T > 0) & (cap[None, :] >= sf[:, None])).any(axis=1)
+        fits = usable_mask(T, sf, cap).any(axis=1)
         if not fits.all():
             j = int(np.flatnonzero(~fits)[0])
             raise ValidationError(
@@ -259,7 +259,8 @@ def _gavel_trace_of(p: Path, chk: RowChecks, keep: np.ndarray, cat: ThroughputCa
             )
     jobs = JobSet(T, gpu_types=cat.gpu_types, ids=np.arange(len(jt)), scale_factors=sf,
                   weights=kept["priority_weight"], steps_remaining=steps, arrival_times=arrivals)
-    return Trace(jobs, unconsolidated=U, job_types=jt, deadlines=deadlines, source=f"gavel:{p.name}", meta=meta)
+    return Workload(jobs, unconsolidated=U, job_types=jt, deadlines=deadlines, source=f"gavel:{p.name}",
+                    meta=meta).for_simulation()
 
 
 def read_gavel_cluster_specs(
