@@ -7,6 +7,7 @@ import pandas as pd
 import pytest
 
 import hetsched as hs
+from hetsched.errors import ValidationError
 from checker import assert_feasible
 
 
@@ -41,8 +42,9 @@ def test_result_shape_labels_and_frame() -> None:
 
 
 def test_gpu_types_subset_and_reordering() -> None:
-    """Columns follow jobs.gpu_types; a type missing from the cluster counts as 0 GPUs."""
-    cluster = hs.Cluster({"k80": 2, "v100": 1, "p100": 3})
+    """Columns follow jobs.gpu_types; a type missing from the cluster counts as 0 GPUs
+    (the cluster lists p100 with 0 GPUs: absent on purpose, see test_type_names.py)."""
+    cluster = hs.Cluster({"k80": 2, "v100": 1, "p100": 0})
     jobs = hs.JobSet([[5.0, 1.0, 9.0], [5.0, 1.0, 9.0]], gpu_types=["v100", "k80", "a100"])
     res = hs.solve("max_sum_throughput", jobs, cluster)
     assert np.all(res.X[:, 2] == 0)  # no a100 in the cluster
@@ -50,6 +52,9 @@ def test_gpu_types_subset_and_reordering() -> None:
     # best is one job v100 full (5) and the other k80 full (1): total 6.
     assert res.objective == pytest.approx(6.0, rel=1e-9)
     assert_feasible(res.X, jobs.throughputs, jobs.scale_factors, cluster.capacities(jobs.gpu_types))
+    # with p100 GPUs that no job names beside an a100 the cluster lacks, the names disagree (issue 30)
+    with pytest.raises(ValidationError, match=r"name different GPU types"):
+        hs.solve("max_sum_throughput", jobs, hs.Cluster({"k80": 2, "v100": 1, "p100": 3}))
 
 
 @pytest.mark.parametrize("policy", ["max_min_fairness", "max_sum_throughput", "min_makespan",

@@ -36,7 +36,7 @@ from .errors import HetschedError, MissingFieldError, SolverError, ValidationErr
 from .executors import broken_pool_hint, default_workers, process_pool
 from .formulations.aggregation import aggregate_jobs
 from .formulations.base import Policy, PolicyOutcome, make_policy
-from .inputs.cluster import Cluster
+from .inputs.cluster import Cluster, check_gpu_type_names
 from .inputs.jobs import RESOURCE_FIELDS, JobSet, usable_mask
 from .result import Allocation
 from .solvers.base import SUCCESS_STATUSES
@@ -77,6 +77,7 @@ def validate_problem(policy: Policy, jobs: JobSet, cluster: Cluster) -> np.ndarr
             f"`cluster` has no GPUs of the job types' GPU types {list(jobs.gpu_types)}; "
             f"cluster counts: {cluster.as_dict()}."
         )
+    check_gpu_type_names(jobs.gpu_types, cluster)
     T = jobs.throughputs
     present = cap > 0
     no_thr = ~(T[:, present] > 0).any(axis=1)

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+import difflib
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 import numpy as np
@@ -10,7 +11,7 @@ import numpy as np
 from ..errors import ValidationError
 from ..validation import check_int, check_nonneg, check_positive, check_type_map
 
-__all__ = ["Cluster"]
+__all__ = ["Cluster", "check_gpu_type_names"]
 
 
 class Cluster:
@@ -258,3 +259,53 @@ def _count(value: Any, name: str) -> int:
 def _capacity(value: Any, name: str) -> float:
     """A host-resource capacity: a non-negative number, inf for no limit."""
     return check_nonneg(value, name, allow_inf=True, rule="a non-negative number (or inf)")
+
+
+def check_gpu_type_names(gpu_types: Sequence[str], cluster: Cluster, *, argument: str = "jobs") -> None:
+    """Refuse GPU-type names that cannot both be meant.
+
+    The jobs name a type the cluster lacks *and* the cluster has GPUs of a type no job
+    names (``"V100"`` beside ``"v100"``): solving would leave those GPUs idle and still
+    report ``optimal``. A type the cluster lists with 0 GPUs counts as known (absent on
+    purpose).
+
+    Parameters
+    ----------
+    gpu_types : sequence of str
+        The jobs' GPU-type labels (throughput columns).
+    cluster : Cluster
+    argument : str, default "jobs"
+        How the error names the jobs' side (``"jobs"``, ``"workload"``).
+
+    Raises
+    ------
+    ValidationError
+        Naming both lists, the unmatched names on each side and a "did you mean" for near
+        matches (case-insensitive).
+
+    Examples
+    --------
+    >>> check_gpu_type_names(["v100", "k80"], Cluster({"v100": 2, "k80": 2}))
+    >>> check_gpu_type_names(["V100", "k80"], Cluster({"v100": 2, "k80": 2}))  # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+    ...
+    hetsched.errors.ValidationError: `jobs` and `cluster` name different GPU types: ... (did you mean 'V100' -> 'v100'?)....
+    """
+    named = set(gpu_types)
+    unknown = [t for t in gpu_types if t not in cluster.gpu_types]
+    unused = [t for t in cluster.gpu_types if t not in named and cluster.count(t) > 0]
+    if not (unknown and unused):
+        return
+    lower = {u.lower(): u for u in unused}
+    hints = []
+    for t in unknown:  # the same name but for case, else a close spelling ("v100" is not "a100")
+        near = [t.lower()] if t.lower() in lower else difflib.get_close_matches(t.lower(), list(lower), n=1,
+                                                                                 cutoff=0.8)
+        if near:
+            hints.append(f"{t!r} -> {lower[near[0]]!r}")
+    raise ValidationError(
+        f"`{argument}` and `cluster` name different GPU types: the {argument}' types {list(gpu_types)} include "
+        f"{unknown}, which the cluster lacks, and the cluster's types {list(cluster.gpu_types)} include {unused} "
+        "with GPUs that no job can use" + (f" (did you mean {', '.join(hints)}?)" if hints else "")
+        + ". Name the types alike; to leave a type out on purpose, give the jobs a zero-throughput column for it "
+        "or drop it from the cluster.")

@@ -26,7 +26,7 @@ from ..api import validate_problem
 from ..errors import ValidationError, show
 from ..formulations.base import Policy
 from ..formulations.common import isolated_allocation_arrays
-from ..inputs.cluster import Cluster
+from ..inputs.cluster import Cluster, check_gpu_type_names
 from ..inputs.jobs import JobSet, usable_mask
 from .ledger import Ledger
 from .options import MechanismOptions, RoundOptions, window_mask
@@ -317,6 +317,8 @@ class RoundWorkload:
         m = len(types)
         cap = cluster.capacities(types)
         n = trace.n_jobs
+        if n:
+            check_gpu_type_names(trace.gpu_types, cluster, argument="workload")
         dropped = [t for t in trace.gpu_types if t not in types]
         if dropped and n:
             log.info("trace GPU types %s are not in the cluster; jobs cannot use them", dropped)
