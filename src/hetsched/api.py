@@ -20,13 +20,14 @@ Examples
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import logging
 import time
 import warnings
 from collections.abc import Callable, Mapping
 from concurrent.futures import Executor, Future
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, ClassVar
 
 import numpy as np
@@ -376,7 +377,7 @@ class Partitioned(Policy):
     policy: Policy | str
     k: int
     seed: int = 0
-    executor: Executor | None = field(default=None, repr=False)
+    executor: Executor | None = dataclasses.field(default=None, repr=False)
     aggregate: bool = True
 
     aggregatable: ClassVar[bool] = False  # the split is over jobs; sub-problems aggregate

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from .api import Partitioned
 from .formulations.base import (
     Policy,
     list_policies,
@@ -23,7 +24,6 @@ from .formulations.base import (
 )
 from .formulations.spaces.packing import Packing
 from .formulations.spaces.placement_sensitivity import PlacementSensitivity
-from .api import Partitioned
 
 _CLASSES: dict[str, type[Policy]] = {cls.__name__: cls for cls in registered_policies().values()}
 globals().update(_CLASSES)

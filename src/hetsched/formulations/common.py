@@ -22,7 +22,10 @@ import dataclasses
 import numpy as np
 import scipy.sparse as sp
 
-from ..inputs.jobs import JobSet, usable_mask  # the usable-GPU rule lives with the jobs (inputs use it too)
+from ..inputs.jobs import (  # the usable-GPU rule lives with the jobs (inputs use it too)
+    JobSet,
+    usable_mask,
+)
 from ..solvers.program import LinearProgram
 from .builder import AllocationVars, ProgramBuilder
 from .level_matrix import level_rows_csr

@@ -88,9 +88,9 @@ def _builtins() -> None:
         return
     from ..mechanism.history import ShareHistory
     from ..mechanism.plan import RoundPlan
-    from ..schedulers.tiresias import TiresiasPlan, TiresiasState
     from ..rounds.policy_scheduler import PolicyState
     from ..rounds.protocol import RoundRows
+    from ..schedulers.tiresias import TiresiasPlan, TiresiasState
 
     register_state_type(ShareHistory, skip=("version",))
     register_state_type(PolicyState, skip=("policy",))

@@ -14,8 +14,15 @@ import pandas as pd
 
 from ..errors import ValidationError
 from ..inputs.jobs import STEPS_MAX, THROUGHPUT_RANGE, WEIGHT_RANGE
-from ..validation import check_bool, check_int, check_mapping, check_nonempty_str, check_nonneg, check_positive, \
-    check_real
+from ..validation import (
+    check_bool,
+    check_int,
+    check_mapping,
+    check_nonempty_str,
+    check_nonneg,
+    check_positive,
+    check_real,
+)
 from .estimates import Estimates
 from .estimator import ThroughputEstimator
 from .sides import SPREAD, SideRates

@@ -17,8 +17,8 @@ import pandas as pd
 from ..errors import ValidationError
 from ..formulations.base import Policy
 from ..formulations.spaces.placement_sensitivity import PlacementSensitivity
-from ..inputs.throughputs import ThroughputCatalogue
 from ..formulations.tables import TableBinding
+from ..inputs.throughputs import ThroughputCatalogue
 from ..rounds.policy_scheduler import PolicyState
 from .sides import SideRates, online_packing, online_sensitivity
 

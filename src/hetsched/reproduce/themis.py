@@ -19,11 +19,11 @@ import pandas as pd
 from ..executors import default_workers, process_pool
 from ..inputs.cluster import Cluster
 from ..inputs.throughputs import ThroughputCatalogue
+from ..inputs.trace import generate_workload
 from ..policies import FinishTimeFairness, MaxMinFairness
 from ..sim.bench import GAVEL_CLUSTER, MIXES
 from ..sim.options import SimOptions
 from ..sim.simulator import simulate
-from ..inputs.trace import generate_workload
 from .base import ExperimentResult, Settings, published_table
 
 __all__ = ["FTF_POLICIES", "ftf_run", "ftf_summary", "run_themis"]

@@ -14,7 +14,14 @@ from .ledger import Ledger
 from .options import MechanismOptions, RoundOptions
 from .placing import RoundPlacer
 from .policy_scheduler import PolicyScheduler, PolicyState
-from .protocol import RoundRows, RoundScheduler, RoundView, SchedulerLike, WorkloadLike, check_rows
+from .protocol import (
+           RoundRows,
+           RoundScheduler,
+           RoundView,
+           SchedulerLike,
+           WorkloadLike,
+           check_rows,
+)
 
 __all__ = ["Ledger", "MechanismOptions", "PolicyScheduler", "PolicyState", "RoundOptions", "RoundPlacer", "RoundRows",
            "RoundScheduler", "RoundView", "SchedulerLike", "WorkloadLike", "check_rows"]

@@ -28,11 +28,11 @@ from ..formulations.base import Policy
 from ..formulations.common import isolated_allocation_arrays
 from ..inputs.cluster import Cluster, check_gpu_type_names
 from ..inputs.jobs import JobSet, usable_mask
+from ..inputs.trace import Trace, as_trace, generate_workload
 from .ledger import Ledger
 from .options import MechanismOptions, RoundOptions, window_mask
 from .policy_scheduler import PolicyScheduler, bind_workload
 from .protocol import NO_SLO, RoundScheduler, RoundView, SchedulerLike, WorkloadLike
-from ..inputs.trace import Trace, as_trace, generate_workload
 
 __all__ = ["RoundClock", "RoundWorkload", "add_plan_time", "as_scheduler", "prepare", "run_rounds", "scheduler_label"]
 

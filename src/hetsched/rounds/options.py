@@ -32,7 +32,15 @@ import numpy as np
 
 from ..errors import ValidationError
 from ..mechanism.plan import MODES, RULES
-from ..validation import check_bool, check_choice, check_int, check_mapping, check_nonneg, check_positive, fail
+from ..validation import (
+    check_bool,
+    check_choice,
+    check_int,
+    check_mapping,
+    check_nonneg,
+    check_positive,
+    fail,
+)
 
 __all__ = ["ARRIVALS", "MechanismOptions", "RoundOptions", "progress_wanted", "window_mask"]
 

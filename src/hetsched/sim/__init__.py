@@ -20,10 +20,7 @@ trace readers are :mod:`hetsched.inputs.traces`; both are re-exported here.
 
 from __future__ import annotations
 
-from .config import ExperimentConfig, load_config, run_config
-from .metrics import FTF_THRESHOLD, package_versions, window_mask
-from .options import SimOptions
-from ..rounds.policy_scheduler import PolicyScheduler
+from ..inputs.trace import Trace, as_trace, generate_workload
 from ..inputs.traces.readers import (
     JOB_TABLE_COLUMNS,
     load_trace,
@@ -34,11 +31,14 @@ from ..inputs.traces.readers import (
     read_philly_trace,
     trace_from_table,
 )
-from .result import SimulationResult
+from ..rounds.policy_scheduler import PolicyScheduler
 from ..rounds.protocol import RoundRows, RoundScheduler, RoundView
+from .config import ExperimentConfig, load_config, run_config
+from .metrics import FTF_THRESHOLD, package_versions, window_mask
+from .options import SimOptions
+from .result import SimulationResult
 from .simulator import as_scheduler, simulate
 from .sweep import expand_grid, sweep
-from ..inputs.trace import Trace, as_trace, generate_workload
 
 __all__ = [
     "FTF_THRESHOLD",

@@ -23,10 +23,10 @@ from ..inputs.throughputs import (
     generate_catalogue,
     load_gavel_throughputs,
 )
+from ..inputs.trace import generate_workload
 from ..policies import MaxMinFairness
 from .options import SimOptions
 from .simulator import simulate
-from ..inputs.trace import generate_workload
 
 __all__ = ["GAVEL_CLUSTER", "gavel_catalogue", "speed_run"]
 

@@ -39,11 +39,11 @@ from ..errors import ValidationError
 from ..formulations.base import Policy, make_policy
 from ..inputs.cluster import Cluster
 from ..inputs.throughputs import load_gavel_throughputs
+from ..inputs.trace import generate_workload
 from ..inputs.traces.readers import load_trace
 from .options import make_options
 from .simulator import simulate
 from .sweep import expand_grid, sweep
-from ..inputs.trace import generate_workload
 
 __all__ = ["ExperimentConfig", "load_config", "run_config"]
 

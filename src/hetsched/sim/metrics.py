@@ -26,7 +26,9 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from ..rounds.options import window_mask  # the engine measures windows; re-exported here
+from ..rounds.options import (
+    window_mask,  # the engine measures windows; re-exported here
+)
 
 __all__ = ["FTF_THRESHOLD", "package_versions", "summarize", "window_mask"]
 

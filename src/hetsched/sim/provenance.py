@@ -24,7 +24,9 @@ from typing import Any
 
 import numpy as np
 
-from ..rounds.options import progress_wanted  # the round loop's rule too; re-exported here
+from ..rounds.options import (
+    progress_wanted,  # the round loop's rule too; re-exported here
+)
 from .metrics import package_versions
 
 __all__ = ["PROVENANCE_FILE", "git_commit", "json_clean", "progress_wanted", "provenance", "write_provenance"]

@@ -32,13 +32,13 @@ import numpy as np
 from ..errors import ValidationError
 from ..inputs.cluster import Cluster
 from ..inputs.throughputs import ThroughputCatalogue
+from ..online.scheduler import OnlineScheduler
 from ..rounds.ledger import Ledger
 from ..rounds.loop import RoundWorkload, add_plan_time, prepare, run_rounds
 from ..rounds.protocol import RoundRows, SchedulerLike, WorkloadLike
+from ..validation import check_bool, check_nonneg
 from .options import SimOptions, call_options
 from .result import SimulationResult, assemble_result
-from ..validation import check_bool, check_nonneg
-from ..online.scheduler import OnlineScheduler
 
 __all__ = ["simulate_online"]
 

@@ -35,9 +35,21 @@ import numpy as np
 
 from ..inputs.cluster import Cluster
 from ..rounds.ledger import Ledger
-from ..rounds.loop import RoundWorkload, add_plan_time, as_scheduler, prepare, run_rounds
+from ..rounds.loop import (
+    RoundWorkload,
+    add_plan_time,
+    as_scheduler,
+    prepare,
+    run_rounds,
+)
 from ..rounds.placing import RoundPlacer
-from ..rounds.protocol import RoundRows, RoundScheduler, SchedulerLike, WorkloadLike, check_rows
+from ..rounds.protocol import (
+    RoundRows,
+    RoundScheduler,
+    SchedulerLike,
+    WorkloadLike,
+    check_rows,
+)
 from .options import SimOptions, call_options
 from .result import SimulationResult, assemble_result
 

@@ -24,11 +24,11 @@ from ..errors import HetschedError, ValidationError
 from ..executors import broken_pool_hint, process_pool
 from ..formulations.base import make_policy
 from ..inputs.cluster import Cluster
-from ..validation import check_int, check_mapping, fail
+from ..inputs.trace import Trace, generate_workload
 from ..rounds.loop import scheduler_label
+from ..validation import check_int, check_mapping, fail
 from .options import SimOptions, make_options
 from .simulator import simulate
-from ..inputs.trace import Trace, generate_workload
 
 __all__ = ["TIMING_COLUMNS", "expand_grid", "run_one", "sweep"]
 

@@ -147,7 +147,16 @@ from ...inputs.jobs import JobSet
 from ...solvers.base import SolverOutput
 from ...solvers.context import SolveContext
 from ...solvers.program import LinearProgram
-from ...validation import check_instance, check_int, check_real, check_vector, fail, fail_at, is_real, is_whole
+from ...validation import (
+    check_instance,
+    check_int,
+    check_real,
+    check_vector,
+    fail,
+    fail_at,
+    is_real,
+    is_whole,
+)
 from ..base import Policy, PolicyOutcome, register_policy
 from ..builder import ProgramBuilder
 from ..tables import TableBinding, job_numbers

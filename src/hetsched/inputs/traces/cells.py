@@ -26,8 +26,8 @@ import numpy as np
 import pandas as pd
 
 from ...errors import ValidationError
-from ..cluster import Cluster
 from ...validation import check_bool
+from ..cluster import Cluster
 from .load_report import LoadReport, RowChecks
 
 __all__ = [

@@ -24,8 +24,8 @@ from ..throughputs import (
     reference_column,
 )
 from ..workloads import Workload
-from .load_report import LoadReport, RowChecks
 from .cells import Column, Field, apply_schema, decode_text, path_arg
+from .load_report import LoadReport, RowChecks
 
 __all__ = ["read_gavel_cluster_specs", "read_gavel_trace", "reference_column"]
 

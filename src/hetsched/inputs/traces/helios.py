@@ -12,8 +12,22 @@ import pandas as pd
 
 from ...errors import ValidationError
 from ..cluster import Cluster
-from .cells import (OK, Field, check_fields, csv_table, decode_text, duration_checks, fail_fields, finish_table,
-                    first_line, isin, job_prefix, path_arg, read_fields, selection)
+from .cells import (
+    OK,
+    Field,
+    check_fields,
+    csv_table,
+    decode_text,
+    duration_checks,
+    fail_fields,
+    finish_table,
+    first_line,
+    isin,
+    job_prefix,
+    path_arg,
+    read_fields,
+    selection,
+)
 from .load_report import LoadReport, RowChecks
 
 __all__ = ["read_helios_trace"]

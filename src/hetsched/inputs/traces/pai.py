@@ -12,9 +12,26 @@ import numpy as np
 import pandas as pd
 
 from ..cluster import Cluster
-from .cells import (ABSENT, Field, cell_text, check_fields, csv_table, decode_text, duration_checks, fail_duplicates,
-                    fail_fields, finish_table, first_line, isin, job_prefix, needs_strip, path_arg, read_fields,
-                    selection, span_message)
+from .cells import (
+    ABSENT,
+    Field,
+    cell_text,
+    check_fields,
+    csv_table,
+    decode_text,
+    duration_checks,
+    fail_duplicates,
+    fail_fields,
+    finish_table,
+    first_line,
+    isin,
+    job_prefix,
+    needs_strip,
+    path_arg,
+    read_fields,
+    selection,
+    span_message,
+)
 from .load_report import LoadReport, RowChecks
 
 __all__ = ["read_pai_trace"]

@@ -15,8 +15,21 @@ import pandas as pd
 
 from ...errors import ValidationError
 from ..cluster import Cluster
-from .cells import (Field, bad_utf8, duration_checks, empty_strings, fail_fields, finish_table, gc_paused, isin,
-                    job_prefix, path_arg, read_fields, selection, span_message)
+from .cells import (
+    Field,
+    bad_utf8,
+    duration_checks,
+    empty_strings,
+    fail_fields,
+    finish_table,
+    gc_paused,
+    isin,
+    job_prefix,
+    path_arg,
+    read_fields,
+    selection,
+    span_message,
+)
 from .load_report import LoadReport, RowChecks
 
 __all__ = ["read_philly_trace"]

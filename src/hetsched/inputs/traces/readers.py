@@ -48,7 +48,11 @@ from typing import Any
 from ...errors import ValidationError
 from ...validation import check_choice
 from ..cluster import Cluster
-from ..throughputs import ThroughputCatalogue, generate_catalogue, load_gavel_throughputs
+from ..throughputs import (
+    ThroughputCatalogue,
+    generate_catalogue,
+    load_gavel_throughputs,
+)
 from ..workloads import Workload
 from .gavel import read_gavel_cluster_specs, read_gavel_trace
 from .helios import read_helios_trace
