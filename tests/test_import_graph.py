@@ -58,7 +58,7 @@ LAYERS: list[tuple[str, ...]] = [
     ("errors", "validation", "executors"),  # 0
     ("inputs",),  # 1 (inputs.traces, the throughput tables, the workload container)
     ("solvers",), ("formulations",), ("result",), ("api",), ("policies",),  # 2
-    ("mechanism", "placement"),  # 3
+    ("mechanism", "placement", "adaptive"),  # 3 (adaptive: goodput model, configuration search)
     ("rounds",),  # 4: the round engine, below every driver
     ("schedulers",), ("online",), ("sim",),  # 5
     ("reproduce",), ("cli",), ("__main__",),  # 6

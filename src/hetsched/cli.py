@@ -53,6 +53,8 @@ from .inputs.throughputs import (
 )
 from .policies import FinishTimeFairness, MaxMinFairness
 from .schedulers import Tiresias
+from .schedulers.names import make_scheduler
+from .inputs.adaptive import read_adaptive_workload
 from .sim import (
     SimOptions,
     SimulationResult,
@@ -108,7 +110,10 @@ def _add_workload_args(p: argparse.ArgumentParser, *, jobs_default: int = 200) -
     g.add_argument("--throughputs", metavar="PATH", default=None,
                    help="local Gavel-format throughput JSON (default: the built-in generator)")
     g.add_argument("--trace", metavar="PATH", default=None, help="replay a trace file instead of generated jobs")
-    g.add_argument("--trace-format", choices=("gavel", "philly", "helios", "pai"), default=None,
+    g.add_argument("--profiles", metavar="DIR", default=None,
+                   help="Sia/Pollux artifact folder with profiles/ (with --trace-format sia; default: "
+                        "$HETSCHED_SIA_DATA, then ../shared/data/sia)")
+    g.add_argument("--trace-format", choices=("gavel", "philly", "helios", "pai", "sia"), default=None,
                    help="trace format (default from the file name)")
     g.add_argument("--task-path", metavar="PATH", default=None, help="PAI task table (with --trace-format pai)")
     c = p.add_argument_group("cluster")
@@ -370,8 +375,10 @@ def _parse_value(text: str) -> Any:
     return text
 
 
-def _make_policy(name: str, params: Sequence[str]):
-    """``--policy NAME --param KEY=VALUE ...`` parsed here, built by :func:`make_policy`."""
+def _make_policy(name: str, params: Sequence[str], *, schedulers: bool = True):
+    """``--policy NAME --param KEY=VALUE ...`` parsed here, built by
+    :func:`~hetsched.schedulers.names.make_scheduler` (any policy or round scheduler) or, for
+    ``solve`` (``schedulers=False``), :func:`make_policy`."""
 
     kw = {}
     for item in params:
@@ -379,7 +386,7 @@ def _make_policy(name: str, params: Sequence[str]):
         if not sep or not key.strip():
             raise ValidationError(f"`--param` must be KEY=VALUE; got {item!r}.")
         kw[key.strip()] = _parse_value(value)
-    return make_policy(name, **kw)
+    return make_scheduler(name, **kw) if schedulers else make_policy(name, **kw)
 
 
 def _catalogue(args: argparse.Namespace, gpu_types: Sequence[str] | None = None) -> ThroughputCatalogue:
@@ -403,6 +410,8 @@ def _catalogue(args: argparse.Namespace, gpu_types: Sequence[str] | None = None)
 
 def _workload(args: argparse.Namespace, cluster: Cluster):
 
+    if args.trace is not None and args.trace_format == "sia":
+        return read_adaptive_workload(args.trace, profiles=args.profiles)
     if args.trace is not None:
         trace = load_trace(args.trace, args.trace_format, throughputs=args.throughputs, task_path=args.task_path,
                            seed=args.seed, cluster=cluster)
@@ -570,7 +579,7 @@ def _solve(args: argparse.Namespace, out: TextIO) -> int:
     _check_out(args.out, "file")
     cluster = _parse_cluster(args.cluster, args.gpus_per_server)
     trace = _workload(args, cluster)
-    pol = _make_policy(args.policy, args.param)
+    pol = _make_policy(args.policy, args.param, schedulers=False)
     jobs = trace.jobs.with_columns(cluster.gpu_types)
     res = solve(pol, jobs, cluster, solver=args.solver, time_limit=args.time_limit)
     used = (jobs.scale_factors[:, None] * res.X).sum(axis=0) if res.has_solution and res.X.size else np.zeros(jobs.n_types)

@@ -30,7 +30,7 @@ ROUND_COLUMNS = ("round", "start", "seconds", "n_active", "n_running", "arrived"
                  "migrated", "restarts")
 #: Columns of the run log.
 RUN_COLUMNS = ("round", "job", "gpu_type", "gpus", "share", "unit", "partner", "rate", "t_start", "t_end", "restart",
-               "steps", "spread")
+               "steps", "spread", "batch_size")
 
 
 class Ledger:
@@ -42,17 +42,20 @@ class Ledger:
         Total steps of each job.
     n_types : int
         GPU types (columns).
-    restart_seconds : float
-        Seconds without progress on every start on new GPUs.
+    restart_seconds : float or ndarray
+        Seconds without progress on every start on new GPUs: one value for every job, or
+        one per job (adaptive jobs: each model's checkpoint-restore time).
     record_runs : bool
         Keep the run log.
     """
 
-    def __init__(self, total: np.ndarray, n_types: int, *, restart_seconds: float, record_runs: bool) -> None:
+    def __init__(self, total: np.ndarray, n_types: int, *, restart_seconds: float | np.ndarray,
+                 record_runs: bool) -> None:
         n = total.shape[0]
         self.total = total
         self.m = n_types
-        self.restart_seconds = float(restart_seconds)
+        self.restart_seconds = np.broadcast_to(np.asarray(restart_seconds, dtype=float), (n,)).copy()
+        self._restarts = bool((self.restart_seconds > 0).any())
         self.record_runs = record_runs
         self.done = np.zeros(n)
         self.finish = np.full(n, np.nan)
@@ -124,8 +127,8 @@ class Ledger:
         started = np.zeros(n_act, bool)
         started[pos] = event
         restart_job = np.zeros(n_act)
-        if self.restart_seconds > 0:
-            restart_e = np.where(event, self.restart_seconds, 0.0)
+        if self._restarts:
+            restart_e = np.where(event, self.restart_seconds[j], 0.0)
             restart_job[pos] = restart_e
             avail = np.maximum(L - restart_job, 0.0)
         else:
@@ -151,7 +154,7 @@ class Ledger:
         self.preempt[active] += preempted
         self.migr[active] += migrated
         self.restarts[active] += started
-        if self.restart_seconds > 0:
+        if self._restarts:
             self.restart_sec[active] += np.minimum(restart_job, L)
         self._advance(active, running, steps, dt, fin, t)
         self.last_type[active] = now_type
@@ -161,7 +164,8 @@ class Ledger:
             with np.errstate(divide="ignore", invalid="ignore"):
                 frac = np.where(job_rate[pos] > 0, rate_e * share_e / job_rate[pos], 0.0)
             self._log_runs(rnd, j, rows.gpu_type[r], rows.gpus[r], share_e, r, np.where(is_b, rows.job[r], rows.partner[r]),
-                           rate_e, t, t + dt[pos], np.minimum(restart_e, dt[pos]), steps[pos] * frac, sp)
+                           rate_e, t, t + dt[pos], np.minimum(restart_e, dt[pos]), steps[pos] * frac, sp,
+                           rows.batch_size[r])
         return {"finished": fin, "row_seconds": row_dt, "busy": busy, "n_running": int(running.sum()),
                 "preempted": int(preempted.sum()), "migrated": int(migrated.sum()), "restarts": int(started.sum())}
 
@@ -188,11 +192,12 @@ class Ledger:
 
     def _log_runs(self, rnd: int, job: np.ndarray, gpu_type: np.ndarray, gpus: np.ndarray, share: np.ndarray,
                   unit: np.ndarray, partner: np.ndarray, rate: np.ndarray, t: float, t_end: np.ndarray,
-                  restart: np.ndarray, steps: np.ndarray, spread: np.ndarray) -> None:
-        """Append one round's entries to the run log (columns :data:`RUN_COLUMNS`)."""
+                  restart: np.ndarray, steps: np.ndarray, spread: np.ndarray, batch_size: np.ndarray) -> None:
+        """Append one round's entries to the run log (columns :data:`RUN_COLUMNS`; ``batch_size``
+        0: the job's own, not chosen by the scheduler)."""
         n = job.size
         for name, v in zip(RUN_COLUMNS, (np.full(n, rnd, np.int64), job, gpu_type, gpus.astype(float), share, unit,
-                                         partner, rate, np.full(n, t), t_end, restart, steps, spread)):
+                                         partner, rate, np.full(n, t), t_end, restart, steps, spread, batch_size)):
             self.runs[name].append(v)
 
     def _progress_whole_rows(self, rows: RoundRows, spread: np.ndarray, moved: np.ndarray, active: np.ndarray,
@@ -203,8 +208,8 @@ class Ledger:
         rate = np.where(spread, rows.spread_rate, rows.rate) if spread.any() else rows.rate
         event = ~((self.last_type[jr] == k) & (self.last_gpus[jr] == g) & ~moved)
         rem = self.total[jr] - self.done[jr]
-        if self.restart_seconds > 0:
-            restart = np.where(event, self.restart_seconds, 0.0)
+        if self._restarts:
+            restart = np.where(event, self.restart_seconds[jr], 0.0)
             avail = np.maximum(L - restart, 0.0)
         else:
             restart = 0.0
@@ -226,7 +231,7 @@ class Ledger:
         self.preempt[active] += preempted
         self.migr[active] += migrated
         self.restarts[jr] += event
-        if self.restart_seconds > 0:
+        if self._restarts:
             self.restart_sec[jr] += np.minimum(restart, L)
         self._advance(jr, None, steps, dt, fin, t)
         self.last_type[active] = now_type
@@ -235,7 +240,7 @@ class Ledger:
         self.last_end[jr] = t + dt
         if self.record_runs and jr.size:
             self._log_runs(rnd, jr, k, g, rows.share, np.arange(jr.size), rows.partner, rate, t, t + dt,
-                           np.minimum(restart, dt), steps, spread)
+                           np.minimum(restart, dt), steps, spread, rows.batch_size)
         finished = np.zeros(active.size, bool)
         finished[pos[fin]] = True
         return {"finished": finished, "row_seconds": dt, "busy": busy, "n_running": int(jr.size),

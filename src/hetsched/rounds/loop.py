@@ -26,6 +26,7 @@ from ..api import validate_problem
 from ..errors import ValidationError, show
 from ..formulations.base import Policy
 from ..formulations.common import isolated_allocation_arrays
+from ..inputs.adaptive import AdaptiveProgress, AdaptiveWorkload
 from ..inputs.cluster import Cluster, check_gpu_type_names
 from ..inputs.jobs import JobSet, usable_mask
 from ..inputs.trace import Trace, as_trace, generate_workload
@@ -170,6 +171,14 @@ def prepare(scheduler: SchedulerLike, workload: WorkloadLike, cluster: Cluster, 
     if not isinstance(cluster, Cluster):
         raise ValidationError(f"`cluster` must be a hetsched.Cluster; got {type(cluster).__name__}.")
     sched = as_scheduler(scheduler, opts)
+    if isinstance(workload, AdaptiveWorkload):
+        # adaptive jobs: the trace is what a non-adaptive scheduler sees; the loop progresses
+        # every row at the job's true goodput (context "adaptive") and restarts cost each model's time
+        if opts.restart_seconds:
+            raise ValidationError(f"`restart_seconds` ({opts.restart_seconds!r}) must be 0 with adaptive jobs: each "
+                                  "model's checkpoint-restore time from its profile applies.")
+        progress = AdaptiveProgress(workload, cluster)
+        return sched, RoundWorkload.build(workload.trace(cluster), cluster, opts, sched, {"adaptive": progress})
     trace = _trace(workload, opts, sched)
     return sched, RoundWorkload.build(trace, cluster, opts, sched)
 
@@ -311,8 +320,20 @@ class RoundWorkload:
     def n(self) -> int:
         return int(self.ids.shape[0])
 
+    @property
+    def adaptive(self) -> AdaptiveProgress | None:
+        """The adaptive jobs' truth, when the workload is adaptive."""
+        return self.context.get("adaptive")
+
+    @property
+    def restart_seconds(self) -> float | np.ndarray:
+        """Restart cost per job: each model's with adaptive jobs, else the option's."""
+        a = self.adaptive
+        return a.restart_seconds if a is not None else float(self.config["restart_seconds"])
+
     @classmethod
-    def build(cls, trace: Trace, cluster: Cluster, opts: RoundOptions, sched: Any) -> RoundWorkload:
+    def build(cls, trace: Trace, cluster: Cluster, opts: RoundOptions, sched: Any,
+              extra_context: Mapping[str, Any] | None = None) -> RoundWorkload:
         types = tuple(cluster.gpu_types)
         m = len(types)
         cap = cluster.capacities(types)
@@ -342,6 +363,7 @@ class RoundWorkload:
         context: dict[str, Any] = {"ids": trace.jobs.ids}
         if trace.catalogue is not None:
             context.update(catalogue=trace.catalogue, catalogue_rows=trace.catalogue_rows)
+        context.update(extra_context or {})
         label, name, params = _scheduler_label(sched)
         w = cls(trace=trace, cluster=cluster, types=types, cap=cap, T=T, U=U, ids=trace.jobs.ids, s=s,
                 weights=jobs_all.weights if n else np.zeros(0), arrival=arrival,

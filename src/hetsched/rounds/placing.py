@@ -19,9 +19,10 @@ import numpy as np
 
 from ..inputs.cluster import Cluster
 from ..placement import place
+from .ledger import Ledger
 from .protocol import RoundRows
 
-__all__ = ["PlacedRound", "RoundPlacer"]
+__all__ = ["PlacedRound", "RoundPlacer", "true_rates"]
 
 log = logging.getLogger(__name__)
 
@@ -125,3 +126,23 @@ class RoundPlacer:
         off, gpus = pl.gpu_offset, pl.gpus
         jobs = np.asarray(pl.job_ids).tolist()   # the request's order, that of rows.job[idx]
         return {jobs[i]: gpus[off[i]:off[i + 1]] for i in np.flatnonzero(ok & ~bad).tolist()}
+
+
+def true_rates(adaptive: Any, rows: RoundRows, spread: np.ndarray, moved: np.ndarray, ledger: Ledger, t: float,
+               L: float) -> RoundRows:
+    """The placed rows at the true progress rates of adaptive jobs.
+
+    ``adaptive`` is the workload's :class:`~hetsched.inputs.adaptive.AdaptiveProgress`. Each
+    row's rate becomes the job's mean progress rate over the seconds it computes this round
+    (the round less the restart it pays when it starts on GPUs it did not hold, as the ledger
+    charges it), on the nodes placement gave it, at the row's batch size, crossing epochs as
+    the gradient statistics change. What a scheduler put in ``rate`` is only its belief.
+    """
+    if rows.is_pair.any():
+        raise ValueError("adaptive jobs do not share GPUs: a scheduler returned a space-sharing pair")
+    j, k, g = rows.job, rows.gpu_type, rows.gpus
+    held = (ledger.last_type[j] == k) & (ledger.last_gpus[j] == g) & ~moved
+    restart = np.where(held, 0.0, ledger.restart_seconds[j])
+    seconds = np.maximum(L - restart, 0.0)
+    rate = adaptive.average_rates(j, k, g, rows.batch_size, spread, ledger.done[j], seconds)
+    return rows.take(np.arange(rows.n_rows), rate=rate, spread_rate=rate)

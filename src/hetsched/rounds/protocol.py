@@ -186,6 +186,10 @@ class RoundRows:
     row_id : ndarray of int64
         Number of each row in the plan as the scheduler returned it (default ``0..n-1``;
         kept by :meth:`take`, so ``record_round`` can tell which of its rows ran).
+    batch_size : ndarray of int64
+        Total batch size an adaptive job runs at in the row (Pollux, Sia; the round loop
+        progresses adaptive jobs at their true goodput at this batch); 0 (the default): the
+        job's own batch size.
     info : dict
         What the scheduler did this round, for the round log: ``solved``, ``solve_ok``,
         ``solve_status``, ``solve_s``, ``solve_jobs``, ``solve_classes``, ``plan_s``; and
@@ -207,6 +211,7 @@ class RoundRows:
     consolidated: np.ndarray | None = None
     share: np.ndarray | None = None
     row_id: np.ndarray | None = None
+    batch_size: np.ndarray | None = None
     info: dict[str, Any] = field(default_factory=dict)
     payload: Any = None
 
@@ -228,7 +233,8 @@ class RoundRows:
         set_(self, "share", _f64(self.share, n, 1.0))
         set_(self, "row_id", np.arange(n, dtype=np.int64) if self.row_id is None
              else np.asarray(self.row_id, dtype=np.int64).reshape(-1))
-        for name in ("row_id", "gpu_type", "gpus", "rate", "partner", "partner_rate", "spread_rate", "partner_spread_rate",
+        set_(self, "batch_size", _i64(self.batch_size, n, 0))
+        for name in ("row_id", "batch_size", "gpu_type", "gpus", "rate", "partner", "partner_rate", "spread_rate", "partner_spread_rate",
                      "consolidated", "share"):
             if getattr(self, name).shape != (n,):
                 raise SchedulerError(f"RoundRows.{name} must have one entry per row ({n}); got shape "
@@ -254,7 +260,7 @@ class RoundRows:
         k = np.asarray(keep)
         arrays = {name: getattr(self, name)[k] for name in (
             "job", "gpu_type", "gpus", "rate", "partner", "partner_rate", "spread_rate", "partner_spread_rate",
-            "consolidated", "share", "row_id")}
+            "consolidated", "share", "row_id", "batch_size")}
         arrays.update(changes)
         return replace(self, **arrays)
 

@@ -121,6 +121,9 @@ def _drive(online: OnlineScheduler, w: RoundWorkload, opts: SimOptions, wall0: f
            noise: float, submit: _Submitter) -> SimulationResult:
     # the run log holds each job's exact steps of the round (reported as they are, so the
     # scheduler's books add the same numbers as the ledger's); dropped at the end if not asked for
+    if w.adaptive is not None:
+        raise ValidationError("adaptive workloads (hetsched.inputs.adaptive.AdaptiveWorkload) run through "
+                              "hetsched.simulate; the online scheduler does not learn goodput models yet.")
     ledger = Ledger(w.total, len(w.types), restart_seconds=opts.restart_seconds, record_runs=True)
     step = _OnlineStep(online, w, submit, learn=learn, noise=noise, seed=opts.seed)
     c, t_first = run_rounds(w, opts, ledger, step, wall0)

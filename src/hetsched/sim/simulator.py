@@ -42,7 +42,7 @@ from ..rounds.loop import (
     prepare,
     run_rounds,
 )
-from ..rounds.placing import RoundPlacer
+from ..rounds.placing import RoundPlacer, true_rates
 from ..rounds.protocol import (
     RoundRows,
     RoundScheduler,
@@ -50,6 +50,7 @@ from ..rounds.protocol import (
     WorkloadLike,
     check_rows,
 )
+from ..schedulers.names import ROUND_SCHEDULERS, make_scheduler
 from .options import SimOptions, call_options
 from .result import SimulationResult, assemble_result
 
@@ -184,8 +185,10 @@ def simulate(scheduler: SchedulerLike, workload: WorkloadLike, cluster: Cluster,
 
         return simulate_online(scheduler, workload, cluster, learn=True, report_noise=opts.report_noise,
                                reference=opts.throughput_reference, options=opts)
+    if isinstance(scheduler, str) and scheduler in ROUND_SCHEDULERS:   # one name space: policies and schedulers
+        scheduler = make_scheduler(scheduler)
     sched, w = prepare(scheduler, workload, cluster, opts)
-    ledger = Ledger(w.total, len(w.types), restart_seconds=opts.restart_seconds, record_runs=opts.record_runs)
+    ledger = Ledger(w.total, len(w.types), restart_seconds=w.restart_seconds, record_runs=opts.record_runs)
     step = _PlanStep(sched, RoundPlacer(w.place_cluster, w.types) if w.use_place else None, w)
     c, t_first = run_rounds(w, opts, ledger, step, wall0)
     return assemble_result(w, ledger, c, t_first, wall0, step.timing)
@@ -222,6 +225,8 @@ class _PlanStep:
             place_s = pl.seconds
             self.timing["placement_s"] += place_s
             rows, spread, moved = rows.take(pl.placed), pl.spread[pl.placed], pl.migrated[pl.placed]
+        if self.w.adaptive is not None and rows.n_rows:
+            rows = true_rates(self.w.adaptive, rows, spread, moved, ledger, t, float(self.w.config["round_seconds"]))
         return rows, spread, moved, place_s
 
     def ran(self, ledger: Ledger, rows: RoundRows, out: dict[str, Any], active: np.ndarray) -> None:

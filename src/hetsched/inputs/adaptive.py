@@ -1,0 +1,333 @@
+r"""Adaptive jobs as a workload: each job is a model with a measured profile per GPU type
+(:mod:`hetsched.inputs.profiles`), and its progress is measured as Pollux measures it.
+
+Progress (Pollux, OSDI'21, §3.1; Sia's simulator, ``job.py``)
+--------------------------------------------------------------
+A job's progress is counted in iterations at its initial batch size :math:`M_0`: an
+iteration at total batch :math:`M = K m (s + 1)` (``K`` replicas, per-GPU "atomic" batch
+``m``, ``s`` gradient-accumulation steps) advances it by the statistical-efficiency gain
+
+.. math::  g(M) = \frac{\sigma^2 + |g|^2}{\sigma^2 / (M / M_0) + |g|^2},
+
+where :math:`|g|^2` and :math:`\sigma^2` are the gradient's square norm and variance at the
+job's current epoch (the model's validation runs, interpolated in batch size). An
+iteration takes :math:`T = t_\text{step} + s (t_\text{step} - t_\text{sync})` with the step
+and sync times of the placement's profile, so the job progresses at :math:`g(M) / T`
+(times the calibration factor Sia's simulator applies per model). It is done when its
+progress reaches the start of epoch ``max_epochs`` (:attr:`ModelProfile.completion_progress`).
+
+:class:`AdaptiveWorkload` is the workload (the rows of a Sia/Pollux workload file and the
+profiles); :meth:`AdaptiveWorkload.trace` is what a scheduler that does not adapt sees (each
+job at the replicas and batch size it was submitted with, as Sia's "TunedJobs");
+:class:`AdaptiveProgress` is the simulated truth the round loop progresses jobs by.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from ..errors import ValidationError
+from .cluster import Cluster
+from .jobs import JobSet
+from .profiles import SIA_MACHINES, ModelProfile, load_sia_profiles, sia_data_path
+from .traces.sia import AdaptiveJobTable, read_sia_workload
+from .workloads import Workload
+
+__all__ = ["AdaptiveProgress", "AdaptiveWorkload", "node_sizes", "read_adaptive_workload", "sia_workload"]
+
+log = logging.getLogger(__name__)
+
+
+def node_sizes(cluster: Cluster, gpu_types: tuple[str, ...] | None = None) -> np.ndarray:
+    """GPUs per node of each type: the largest server of the type in the cluster's topology,
+    or 8 without a topology (int64, 0 for a type with no GPUs)."""
+    types = tuple(cluster.gpu_types) if gpu_types is None else tuple(gpu_types)
+    cap = cluster.capacities(types)
+    topo = cluster.topology
+    R = np.zeros(len(types), np.int64)
+    for k, t in enumerate(types):
+        if cap[k] == 0:
+            continue
+        if topo is not None and t in topo.gpu_types:
+            R[k] = int(topo.server_gpus[topo.server_type == topo.gpu_types.index(t)].max())
+        else:
+            R[k] = min(8, int(cap[k]))
+    return R
+
+
+@dataclass(frozen=True, eq=False)
+class AdaptiveWorkload:
+    """Adaptive jobs: the rows of a workload and the profile of every model they name.
+
+    Attributes
+    ----------
+    table : AdaptiveJobTable
+        One row per job: name, arrival (s), model, num_replicas and batch_size (what the job
+        was submitted with; a scheduler that does not adapt runs it so).
+    profiles : Mapping[str, ModelProfile]
+        The measured profile of each model (every model of ``table`` must have one).
+    source : str
+        Where the jobs came from (recorded in results).
+
+    Examples
+    --------
+    >>> import hetsched as hs
+    >>> try:
+    ...     w = hs.inputs.adaptive.sia_workload("philly", 1)
+    ... except hs.DataNotFoundError:
+    ...     w = None                 # Sia's artifact data is not on this machine
+    >>> w is None or w.n_jobs == 160
+    True
+    """
+
+    table: AdaptiveJobTable
+    profiles: Mapping[str, ModelProfile]
+    source: str = "adaptive"
+    meta: dict[str, Any] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.table, AdaptiveJobTable):
+            raise ValidationError(f"`table` must be an AdaptiveJobTable; got {type(self.table).__name__}.")
+        missing = sorted(set(self.table.frame["model"]) - set(self.profiles))
+        if missing:
+            first = self.table.frame[self.table.frame["model"] == missing[0]]["name"].iloc[0]
+            raise ValidationError(f"job {first!r} names model {missing[0]!r}, which has no profile; profiles: "
+                                  f"{sorted(self.profiles)}.")
+
+    @property
+    def n_jobs(self) -> int:
+        """Number of jobs."""
+        return int(self.table.n_jobs)
+
+    @property
+    def gpu_types(self) -> tuple[str, ...]:
+        """GPU types every model has a profile on (in the first model's order)."""
+        per = [tuple(p.machines) for p in self.profiles.values()]
+        if not per:
+            return ()
+        return tuple(t for t in per[0] if all(t in q for q in per))
+
+    def trace(self, cluster: Cluster) -> Workload:
+        """The workload as a scheduler that does not adapt sees it (Sia's "TunedJobs").
+
+        Each job runs on its submitted ``num_replicas`` GPUs at its submitted batch size, on
+        the fewest nodes of each type; its throughput on a type is examples/s times the
+        model's calibration factor (what Gavel's policy is given in Sia's comparison), 0
+        where the type has no profile or the gang does not fit. ``steps_remaining`` is the
+        progress at which the job completes (in the units of :class:`AdaptiveProgress`).
+        """
+        prog = AdaptiveProgress(self, cluster)
+        f = self.table.frame
+        types = prog.types
+        n, m = self.n_jobs, len(types)
+        T = np.zeros((n, m))
+        for j in range(n):
+            for k, t in enumerate(types):
+                T[j, k] = prog.throughput(j, k, int(f["num_replicas"].iloc[j]), int(f["batch_size"].iloc[j]))
+        jobs = JobSet(T, gpu_types=types, ids=f["name"].to_numpy(dtype=object),
+                      scale_factors=f["num_replicas"].to_numpy(np.int64), steps_remaining=prog.completion,
+                      arrival_times=f["arrival"].to_numpy(float))
+        return Workload(jobs, job_types=f["model"].to_numpy(dtype=object), source=self.source,
+                        meta={**self.meta, "adaptive": True, "n_models": len(self.profiles)})
+
+
+class AdaptiveProgress:
+    """The simulated truth for adaptive jobs on one cluster: how fast a job progresses on a
+    configuration (see the module docstring), and what a running job reports.
+
+    Parameters
+    ----------
+    workload : AdaptiveWorkload
+    cluster : Cluster
+        Its GPU types are the columns; a type without a profile of some model cannot run it.
+    """
+
+    def __init__(self, workload: AdaptiveWorkload, cluster: Cluster) -> None:
+        if not isinstance(cluster, Cluster):
+            raise ValidationError(f"`cluster` must be a hetsched.Cluster; got {type(cluster).__name__}.")
+        self.workload = workload
+        f = workload.table.frame
+        self.types = tuple(cluster.gpu_types)
+        self.node_gpus = node_sizes(cluster, self.types)
+        self.capacity = cluster.capacities(self.types).astype(np.int64)
+        self.models: list[ModelProfile] = [workload.profiles[name] for name in f["model"]]
+        self.names = f["name"].to_numpy(dtype=object)
+        self.submitted_replicas = f["num_replicas"].to_numpy(np.int64)
+        self.submitted_batch = f["batch_size"].to_numpy(np.int64)
+        self.completion = np.array([p.completion_progress for p in self.models], dtype=float)
+        self.restart_seconds = np.array([p.restart_seconds for p in self.models], dtype=float)
+        self.init_batch = np.array([p.init_batch_size for p in self.models], dtype=np.int64)
+        self.max_batch = np.array([p.max_batch_size for p in self.models], dtype=np.int64)
+
+    # ------------------------------------------------------------------ configurations
+    def has_type(self, job: int, k: int) -> bool:
+        """Whether job ``job``'s model has a profile on type column ``k``."""
+        return self.types[k] in self.models[job].machines
+
+    def nodes_for(self, k: int, replicas: int, spread: bool = False) -> int:
+        """Nodes a gang of ``replicas`` GPUs of type ``k`` spans: the fewest, or at least two
+        when placement spread it."""
+        R = max(int(self.node_gpus[k]), 1)
+        nodes = max(math.ceil(replicas / R), 1)
+        return max(nodes, 2) if spread and replicas > 1 else nodes
+
+    def split_batch(self, job: int, k: int, nodes: int, replicas: int, batch: int) -> tuple[int, int]:
+        """(atomic batch, accumulation steps) that run total batch ``batch`` on the
+        placement: the per-GPU batch ``ceil(batch / replicas)`` split into the fewest
+        accumulation steps that fit the profiled per-GPU maximum, kept within the profiled
+        per-GPU range and the model's maximum batch (as Sia's simulator does)."""
+        prof = self.models[job]
+        mach = prof.machines[self.types[k]]
+        max_atomic = int(mach.max_atomic_bsz(nodes, replicas))
+        local = math.ceil(batch / replicas - 1e-8)
+        accum = max(math.ceil(local / max(max_atomic, 1) - 1e-8) - 1, 0)
+        atomic = math.ceil(local / (accum + 1) - 1e-8)
+        atomic = min(atomic, int(prof.max_batch_size // (replicas * (accum + 1))) or 1, max_atomic)
+        return max(atomic, int(mach.min_local_bsz)), accum
+
+    def batch_of(self, job: int, batch: int) -> int:
+        """A row's batch size: ``batch``, or the job's submitted one when 0."""
+        return int(batch) if batch > 0 else int(self.submitted_batch[job])
+
+    def rate(self, job: int, k: int, nodes: int, replicas: int, batch: int, epoch: int) -> float:
+        """Progress per second of ``job`` on the placement at total batch ``batch`` during
+        ``epoch`` (0 where the model has no profile on the type)."""
+        if not self.has_type(job, k):
+            return 0.0
+        atomic, accum = self.split_batch(job, k, nodes, replicas, batch)
+        return float(self.models[job].progress_rate(self.types[k], nodes, replicas, atomic, accum, epoch))
+
+    def throughput(self, job: int, k: int, replicas: int, batch: int) -> float:
+        """Examples/s (times the calibration factor) of ``job`` on ``replicas`` GPUs of type
+        ``k`` at total batch ``batch``, on the fewest nodes; 0 where it cannot run."""
+        if not self.has_type(job, k) or replicas > self.capacity[k]:
+            return 0.0
+        nodes = self.nodes_for(k, replicas)
+        try:
+            atomic, accum = self.split_batch(job, k, nodes, replicas, batch)
+            return float(self.models[job].throughput(self.types[k], nodes, replicas, atomic, accum))
+        except ValidationError as exc:
+            log.info("job %s cannot run on %d GPU(s) of %s at batch %d: %s", self.names[job], replicas,
+                     self.types[k], batch, exc)
+            return 0.0
+
+    # ------------------------------------------------------------------ the truth, per round
+    def advance(self, job: int, k: int, nodes: int, replicas: int, batch: int, progress: float,
+                seconds: float) -> float:
+        """Progress ``job`` makes in ``seconds`` from ``progress``, crossing epochs (the
+        efficiency changes with the epoch), capped at completion."""
+        prof = self.models[job]
+        done, p, left = self.completion[job], float(progress), float(seconds)
+        while left > 1e-12 and p < done:
+            epoch = int(prof.epoch_of(p))
+            r = self.rate(job, k, nodes, replicas, batch, epoch)
+            if r <= 0:
+                break
+            nxt = min(float(prof.epoch_progress(epoch + 1)), done)
+            if nxt <= p:        # a boundary the float arithmetic left us on
+                nxt = min(float(prof.epoch_progress(min(epoch + 2, prof.max_epochs))), done)
+                if nxt <= p:
+                    break
+            dt = (nxt - p) / r
+            if dt >= left:
+                p += r * left
+                break
+            p, left = nxt, left - dt
+        return min(p, done) - float(progress)
+
+    def average_rates(self, job: np.ndarray, k: np.ndarray, gpus: np.ndarray, batch: np.ndarray,
+                      spread: np.ndarray, progress: np.ndarray, seconds: np.ndarray) -> np.ndarray:
+        """Mean progress rate of each row over the ``seconds`` it computes this round (one
+        entry per row; a row of 0 seconds gets the rate at its start)."""
+        out = np.zeros(job.shape[0])
+        for i in range(job.shape[0]):
+            j, kk, n = int(job[i]), int(k[i]), int(gpus[i])
+            nodes = self.nodes_for(kk, n, bool(spread[i]))
+            b = self.batch_of(j, int(batch[i]))
+            s = float(seconds[i])
+            if s > 0:
+                out[i] = self.advance(j, kk, nodes, n, b, float(progress[i]), s) / s
+            else:
+                out[i] = self.rate(j, kk, nodes, n, b, int(self.models[j].epoch_of(float(progress[i]))))
+        return out
+
+    def report(self, job: int, k: int, gpus: int, batch: int, progress: float, spread: bool = False
+               ) -> dict[str, Any]:
+        """What a running job reports after a round (what Pollux's agent measures): its
+        placement, atomic batch and accumulation steps, step and sync time, and the gradient
+        statistics at its batch and epoch."""
+        prof = self.models[job]
+        nodes = self.nodes_for(k, gpus, spread)
+        b = self.batch_of(job, batch)
+        atomic, accum = self.split_batch(job, k, nodes, gpus, b)
+        step, sync = prof.machines[self.types[k]].times(np.array([nodes]), np.array([gpus]), np.array([atomic]))
+        epoch = int(prof.epoch_of(progress))
+        sqr, var = prof.grad_stats(np.array([gpus * atomic * (accum + 1)]), epoch)
+        return {"gpu_type": self.types[k], "nodes": nodes, "replicas": gpus, "atomic_bsz": atomic,
+                "accum_steps": accum, "step_time": float(np.asarray(step).reshape(-1)[0]),
+                "sync_time": float(np.asarray(sync).reshape(-1)[0]), "grad_sqr": float(np.asarray(sqr).reshape(-1)[0]),
+                "grad_var": float(np.asarray(var).reshape(-1)[0]), "epoch": epoch}
+
+
+def sia_workload(kind: str, number: int, *, path: str | Path | None = None,
+                 machines: Mapping[str, str] | None = None) -> AdaptiveWorkload:
+    """One of Sia's published workloads with the profiles of its models.
+
+    Parameters
+    ----------
+    kind : {"philly", "newtrace"}
+        Philly: 8 workloads of 160 jobs (8 busy hours); newTrace: 10 workloads of 960 jobs.
+    number : int
+        Workload number (1-8 for philly, 1-10 for newtrace).
+    path : str or Path, optional
+        The folder holding ``profiles/`` and ``workloads/`` (default: ``$HETSCHED_SIA_DATA``,
+        then ``../shared/data/sia`` beside a source checkout).
+    machines : Mapping[str, str], optional
+        GPU type -> profile suffix (default: the paper's cluster, ``SIA_MACHINES``).
+
+    Raises
+    ------
+    DataNotFoundError
+        The data is not on this machine.
+    ValidationError
+        ``kind`` or ``number`` unknown, or a file breaks a rule of its reader.
+    """
+    if kind not in ("philly", "newtrace"):
+        raise ValidationError(f"`kind` must be 'philly' or 'newtrace'; got {kind!r}.")
+    root = sia_data_path(path)
+    file = root / "workloads" / kind / f"workload-{number}.csv"
+    if not file.is_file():
+        have = sorted(p.stem for p in (root / "workloads" / kind).glob("workload-*.csv"))
+        raise ValidationError(f"`number` {number!r}: no {kind} workload file {str(file)!r}; have {have}.")
+    return read_adaptive_workload(file, profiles=root, machines=machines, meta={"kind": kind, "number": int(number)})
+
+
+def read_adaptive_workload(path: str | Path, *, profiles: str | Path | None = None,
+                           machines: Mapping[str, str] | None = None,
+                           meta: Mapping[str, Any] | None = None) -> AdaptiveWorkload:
+    """A workload file in the Sia/Pollux artifact format with the profiles of its models.
+
+    Parameters
+    ----------
+    path : str or Path
+        The workload CSV (``name, time, application, num_replicas, batch_size``).
+    profiles : str or Path, optional
+        The folder holding ``profiles/`` (default: found as :func:`sia_workload` finds it).
+    machines : Mapping[str, str], optional
+        GPU type -> profile suffix (default: the paper's cluster).
+    meta : Mapping, optional
+        Recorded with the workload.
+    """
+    root = sia_data_path(profiles)
+    machines = dict(SIA_MACHINES) if machines is None else dict(machines)
+    table = read_sia_workload(path)
+    models = sorted(set(table.frame["model"]))
+    loaded = load_sia_profiles(root, models=models, machines=machines)
+    return AdaptiveWorkload(table, loaded, source=str(path), meta=dict(meta or {}))

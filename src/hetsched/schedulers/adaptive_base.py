@@ -1,0 +1,129 @@
+"""What the adaptive round schedulers (:class:`~hetsched.schedulers.pollux.Pollux`,
+:class:`~hetsched.schedulers.sia_adaptive.AdaptiveSia`) share: their state across rounds,
+the configuration set, learning from what ran, and turning a choice of configurations into
+the round's rows.
+
+A configuration is a GPU type and a GPU count on one node (1, 2, 4, ... up to the node
+size) or on whole nodes (Sia's set, :func:`hetsched.formulations.sia.configurations.configuration_set`),
+so any choice within each type's GPU count packs onto the servers.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from ..errors import ValidationError
+from ..formulations.sia.configurations import ConfigurationSet, configuration_set
+from ..rounds.protocol import RoundRows, RoundView
+from .goodput_beliefs import GoodputBeliefs
+
+__all__ = ["AdaptiveState", "adaptive_progress", "restart_factor", "rows_for_choice"]
+
+
+@dataclass
+class AdaptiveState:
+    """State of an adaptive scheduler across rounds (mutable; one per simulation).
+
+    Attributes
+    ----------
+    beliefs : GoodputBeliefs or None
+        Created at the first round from the workload's adaptive jobs.
+    current : dict
+        Job number -> (type column, GPUs) it ran on in the last round it ran.
+    restarts : dict
+        Job number -> restarts so far (changes of configuration after its first start).
+    progress : dict
+        Job number -> progress when the round was planned (what its report is measured at).
+    configs : ConfigurationSet or None
+        The configuration set (built once per cluster).
+    """
+
+    beliefs: GoodputBeliefs | None = None
+    current: dict[int, tuple[int, int]] = field(default_factory=dict)
+    restarts: dict[int, int] = field(default_factory=dict)
+    progress: dict[int, float] = field(default_factory=dict)
+    configs: ConfigurationSet | None = None
+    rounds: int = 0
+
+
+def adaptive_progress(view: RoundView, who: str) -> Any:
+    """The workload's :class:`~hetsched.inputs.adaptive.AdaptiveProgress`, or a clear error."""
+    prog = view.context.get("adaptive")
+    if prog is None:
+        raise ValidationError(f"{who} schedules adaptive jobs: pass a hetsched.inputs.adaptive.AdaptiveWorkload "
+                              "(e.g. hetsched.inputs.adaptive.sia_workload('philly', 1)) as the workload.")
+    return prog
+
+
+def prepare_state(state: AdaptiveState, view: RoundView, *, per_type: bool, seed_single_gpu: bool,
+                  max_gpus: int | None) -> Any:
+    """Create the beliefs and configuration set at the first round; see every active job."""
+    prog = view.context["adaptive"]
+    if state.beliefs is None:
+        state.beliefs = GoodputBeliefs(prog, per_type=per_type, seed_single_gpu=seed_single_gpu)
+    if state.configs is None:
+        state.configs = configuration_set(view.cluster, view.gpu_types, max_gpus=max_gpus)
+    for j in view.jobs.tolist():
+        state.beliefs.see(int(j))
+        state.progress[int(j)] = float(prog.completion[j] - view.remaining[view.jobs == j][0])
+    return prog
+
+
+def restart_factor(age: np.ndarray, restarts: np.ndarray, delay: np.ndarray) -> np.ndarray:
+    """Share of a configuration change's value a scheduler keeps (Pollux's and Sia's rule):
+    ``max(age - restarts * delay, 0) / (age + delay)``, where ``age`` is the job's time since
+    submission and ``delay`` the restart cost it is charged with."""
+    age = np.asarray(age, dtype=float)
+    return np.maximum(age - np.asarray(restarts, dtype=float) * delay, 0.0) / (age + delay)
+
+
+def rows_for_choice(view: RoundView, state: AdaptiveState, choice: np.ndarray, batch: np.ndarray,
+                    rate: np.ndarray, info: dict[str, Any]) -> RoundRows:
+    """The round's rows for ``choice`` (configuration index per active job, -1: none) at
+    ``batch`` (total batch per job) and the believed ``rate`` per job."""
+    cs = state.configs
+    take = np.flatnonzero(choice >= 0)
+    c = choice[take]
+    gpus = cs.gpus[c].astype(np.int64)
+    nodes = cs.nodes[c].astype(np.int64)
+    return RoundRows(view.jobs[take], cs.type_index[c].astype(np.int64), gpus, rate[take],
+                     consolidated=(nodes == 1) & (gpus > 1), batch_size=batch[take], info=info)
+
+
+def record(state: AdaptiveState, ran: RoundRows, seconds: np.ndarray) -> AdaptiveState:
+    """After a round: every row that computed reports, and configurations and restarts are
+    updated."""
+    prog = state.beliefs.progress
+    for i in range(ran.n_rows):
+        j, k, g = int(ran.job[i]), int(ran.gpu_type[i]), int(ran.gpus[i])
+        if seconds[i] <= 0:
+            continue
+        rep = prog.report(j, k, g, int(ran.batch_size[i]), state.progress.get(j, 0.0))
+        state.beliefs.observe(j, rep)
+        prev = state.current.get(j)
+        if prev is not None and prev != (k, g):
+            state.restarts[j] = state.restarts.get(j, 0) + 1
+        state.current[j] = (k, g)
+    ran_now = set(ran.job.tolist())
+    for j in list(state.current):
+        if j not in ran_now:   # preempted (or finished): its next start is a restart too
+            if j in state.progress and state.current[j] is not None:
+                state.restarts[j] = state.restarts.get(j, 0) + 1
+            del state.current[j]
+    state.rounds += 1
+    return state
+
+
+def timed(t0: float) -> float:
+    """Seconds since ``t0``."""
+    return time.perf_counter() - t0
+
+
+def fair_replicas(total_gpus: int, n_jobs: int) -> int:
+    """GPUs per job under an even split (Pollux's fair share), at least 1."""
+    return max(1, math.ceil(total_gpus / max(n_jobs, 1)))

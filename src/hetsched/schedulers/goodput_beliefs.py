@@ -1,0 +1,166 @@
+"""What an adaptive scheduler knows about each job's goodput, learned from what the job
+reports (Pollux, OSDI'21, §4.1; Sia, SOSP'23, §3.2).
+
+A running job reports, after each round, its placement (nodes, replicas), its per-GPU batch
+and accumulation steps, the measured step and sync times, and its gradient statistics
+(:meth:`hetsched.inputs.adaptive.AdaptiveProgress.report`). :class:`GoodputBeliefs` keeps
+these measurements per job -- pooled over GPU types (Pollux, which does not know types) or
+per type (Sia) -- fits Pollux's throughput model to them
+(:func:`hetsched.adaptive.goodput.fit_perf_params`) and evaluates goodput, with the batch
+size that maximises it, for any configuration.
+
+Before a job has run on a type the beliefs are what the scheduler would have then:
+
+* Sia profiles each new job on one GPU of every type (its bootstrap, §3.2): the one-GPU rows
+  of the job's profile on each type are added as measurements at arrival
+  (``seed_single_gpu=True``). A type with only one-GPU measurements is projected from the
+  type whose multi-GPU behaviour has been measured, scaled by the ratio of their one-GPU
+  goodputs (Sia's rule for unseen configurations); with none measured, the fitted model
+  with its optimistic network prior applies.
+* Pollux starts from nothing: until a job reports, its speedup is linear in its GPUs
+  (``goodput`` returns ``None`` and the scheduler uses that prior).
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Mapping
+from typing import Any
+
+import numpy as np
+
+from ..adaptive.goodput import GoodputModel, GradParams, PerfParams, fit_perf_params
+
+__all__ = ["GoodputBeliefs"]
+
+log = logging.getLogger(__name__)
+
+_POOLED = "*"
+
+
+class GoodputBeliefs:
+    """Measurements and fitted goodput models of adaptive jobs.
+
+    Parameters
+    ----------
+    progress : AdaptiveProgress
+        The workload's jobs (their models' profiles give batch-size limits and, with
+        ``seed_single_gpu``, the one-GPU profiling run; reports come from it).
+    per_type : bool
+        One model per (job, GPU type) (Sia) or one per job over all types (Pollux).
+    seed_single_gpu : bool
+        Add each job's one-GPU profile on every type when it is first seen (Sia).
+    """
+
+    def __init__(self, progress: Any, *, per_type: bool, seed_single_gpu: bool) -> None:
+        self.progress = progress
+        self.per_type = bool(per_type)
+        self.seed_single_gpu = bool(seed_single_gpu)
+        self.samples: dict[tuple[int, str], dict[tuple[int, int, int], tuple[float, float]]] = {}
+        self.grad: dict[int, GradParams] = {}
+        self._perf: dict[tuple[int, str], PerfParams | None] = {}
+        self._last: dict[tuple[int, str], PerfParams] = {}   # the previous fit: the next one's warm start
+        self._seen: set[int] = set()
+        self.fits = 0
+
+    # ------------------------------------------------------------------ learning
+    def _key(self, gpu_type: str) -> str:
+        return gpu_type if self.per_type else _POOLED
+
+    def see(self, job: int) -> None:
+        """First sight of ``job`` (Sia: profile it on one GPU of every type)."""
+        if job in self._seen:
+            return
+        self._seen.add(job)
+        if not self.seed_single_gpu:
+            return
+        prof = self.progress.models[job]
+        for t, mach in prof.machines.items():
+            if t not in self.progress.types:
+                continue
+            one = mach.single_gpu_samples()
+            store = self.samples.setdefault((job, self._key(t)), {})
+            for bsz, step, sync in zip(one["local_bsz"], one["step_time"], one["sync_time"]):
+                store.setdefault((1, 1, int(bsz)), (float(step), float(sync)))
+            self._perf.pop((job, self._key(t)), None)
+
+    def observe(self, job: int, report: Mapping[str, Any]) -> None:
+        """Add what ``job`` reported after a round (see the module docstring)."""
+        self.see(job)
+        key = (job, self._key(str(report["gpu_type"])))
+        store = self.samples.setdefault(key, {})
+        cfg = (int(report["nodes"]), int(report["replicas"]), int(report["atomic_bsz"]))
+        if cfg not in store:
+            store[cfg] = (float(report["step_time"]), float(report["sync_time"]))
+            self._perf.pop(key, None)
+        self.grad[job] = GradParams(float(report["grad_sqr"]), float(report["grad_var"]))
+
+    def perf(self, job: int, gpu_type: str) -> PerfParams | None:
+        """The fitted throughput model of ``job`` on ``gpu_type`` (pooled for Pollux), or None
+        without measurements."""
+        key = (job, self._key(gpu_type))
+        if key in self._perf:
+            return self._perf[key]
+        store = self.samples.get(key)
+        if not store:
+            return None
+        cfg = np.array(list(store), dtype=np.int64)
+        times = np.array(list(store.values()), dtype=float)
+        step, sync = times[:, 0], times[:, 1]
+        fit = fit_perf_params(cfg[:, 0], cfg[:, 1], cfg[:, 2], np.maximum(step - sync, 1e-9), step,
+                              initial=self._last.get(key))
+        self._last[key] = fit.params
+        self.fits += 1
+        if not fit.success:
+            log.warning("job %s on %s: throughput fit did not converge (%s); using its parameters anyway",
+                        self.progress.names[job], gpu_type, fit.message)
+        self._perf[key] = fit.params
+        return fit.params
+
+    def multi_gpu_measured(self, job: int, gpu_type: str) -> bool:
+        """Whether ``job`` has a measurement on more than one GPU of ``gpu_type``."""
+        return any(r > 1 for (_, r, _) in self.samples.get((job, self._key(gpu_type)), {}))
+
+    # ------------------------------------------------------------------ evaluating
+    def model(self, job: int, gpu_type: str) -> GoodputModel | None:
+        """Goodput model of ``job`` on ``gpu_type`` (None without measurements)."""
+        perf = self.perf(job, gpu_type)
+        if perf is None:
+            return None
+        grad = self.grad.get(job, GradParams(1.0, 0.0))
+        return GoodputModel(perf, grad, int(self.progress.init_batch[job]))
+
+    def best(self, job: int, k: int, nodes: np.ndarray, replicas: np.ndarray
+             ) -> tuple[np.ndarray, np.ndarray] | None:
+        """``(goodput, total batch)`` of ``job`` on type column ``k`` for each (nodes,
+        replicas), at the batch that maximises its goodput under the believed model, within
+        the model's batch limits and the profiled per-GPU range; None without a model.
+        Configurations the job cannot run (its smallest per-GPU batch times the replicas above
+        its maximum batch, or no profile on the type) get goodput 0."""
+        t = self.progress.types[k]
+        prof = self.progress.models[job]
+        if t not in prof.machines:
+            z = np.zeros(np.shape(replicas))
+            return z, z.astype(np.int64)
+        m = self.model(job, t)
+        if m is None:
+            return None
+        mach = prof.machines[t]
+        nodes = np.asarray(nodes, dtype=np.int64)
+        replicas = np.asarray(replicas, dtype=np.int64)
+        good = np.zeros(replicas.shape)
+        batch = np.zeros(replicas.shape, np.int64)
+        for i, (N, K) in enumerate(zip(nodes.tolist(), replicas.tolist())):
+            hi = int(mach.max_atomic_bsz(N, K))
+            g, atomic, accum = m.optimize(np.array([N]), np.array([K]), max_batch_size=int(prof.max_batch_size),
+                                          atomic_bsz_range=(int(mach.min_local_bsz), hi), accumulation=True)
+            good[i] = float(np.asarray(g).reshape(-1)[0])
+            batch[i] = int(K * int(np.asarray(atomic).reshape(-1)[0]) * (int(np.asarray(accum).reshape(-1)[0]) + 1))
+        return good, batch
+
+    def initial_batch(self, job: int, replicas: int) -> int:
+        """The batch a job runs at before the scheduler has a model of it (Sia's simulator:
+        the larger of the initial batch and the smallest per-GPU batch on every replica)."""
+        prof = self.progress.models[job]
+        lo = min(int(m.min_local_bsz) for m in prof.machines.values())
+        return int(min(max(int(prof.init_batch_size), lo * int(replicas)), int(prof.max_batch_size)))
