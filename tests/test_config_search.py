@@ -16,7 +16,12 @@ import numpy as np
 import pytest
 
 import hetsched.adaptive.search as search_mod
-from hetsched.adaptive.search import SearchProblem, SearchResult, exact_search, genetic_search
+from hetsched.adaptive.search import (
+    SearchProblem,
+    SearchResult,
+    exact_search,
+    genetic_search,
+)
 from hetsched.errors import SolverError, ValidationError
 from hetsched.solvers.base import SolverOutput
 
@@ -237,7 +242,10 @@ def test_capacity_never_exceeded_on_random_instances():
 
 # ------------------------------------------------------------------------------ limits and failures
 def big_problem(jobs: int = 400) -> SearchProblem:
-    from hetsched.formulations.sia.configurations import configuration_set, scaling_factor
+    from hetsched.formulations.sia.configurations import (
+        configuration_set,
+        scaling_factor,
+    )
     from hetsched.inputs.cluster import Cluster
 
     cluster = Cluster.from_servers({"a": 336, "b": 336, "c": 352}, gpus_per_server={"a": 8, "b": 8, "c": 4})

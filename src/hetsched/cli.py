@@ -44,7 +44,9 @@ import numpy as np
 from .api import solve
 from .errors import HetschedError, ValidationError
 from .formulations.base import list_policies, make_policy
+from .inputs.adaptive import read_adaptive_workload
 from .inputs.cluster import Cluster
+from .inputs.profiles import SIA_MACHINE_SUFFIXES
 from .inputs.throughputs import (
     DEFAULT_SPEEDUPS,
     ThroughputCatalogue,
@@ -54,7 +56,6 @@ from .inputs.throughputs import (
 from .policies import FinishTimeFairness, MaxMinFairness
 from .schedulers import Tiresias
 from .schedulers.names import make_scheduler
-from .inputs.adaptive import read_adaptive_workload
 from .sim import (
     SimOptions,
     SimulationResult,
@@ -411,7 +412,12 @@ def _catalogue(args: argparse.Namespace, gpu_types: Sequence[str] | None = None)
 def _workload(args: argparse.Namespace, cluster: Cluster):
 
     if args.trace is not None and args.trace_format == "sia":
-        return read_adaptive_workload(args.trace, profiles=args.profiles)
+        unknown = [t for t in cluster.gpu_types if t not in SIA_MACHINE_SUFFIXES]
+        if unknown:
+            raise ValidationError(f"`--cluster` names GPU types {unknown} that Sia's profiles have no machine for; "
+                                  f"known: {sorted(SIA_MACHINE_SUFFIXES)}.")
+        return read_adaptive_workload(args.trace, profiles=args.profiles,
+                                      machines={t: SIA_MACHINE_SUFFIXES[t] for t in cluster.gpu_types})
     if args.trace is not None:
         trace = load_trace(args.trace, args.trace_format, throughputs=args.throughputs, task_path=args.task_path,
                            seed=args.seed, cluster=cluster)

@@ -47,7 +47,15 @@ import numpy as np
 from scipy.optimize import minimize
 
 from ..errors import ValidationError, show
-from ..validation import check_bool, check_instance, check_int, check_interval, check_real, fail, fail_at
+from ..validation import (
+    check_bool,
+    check_instance,
+    check_int,
+    check_interval,
+    check_real,
+    fail,
+    fail_at,
+)
 
 __all__ = ["FitResult", "GoodputModel", "GradParams", "PerfParams", "efficiency", "fit_perf_params",
            "gain", "iteration_time", "network_time"]
@@ -526,7 +534,7 @@ def fit_perf_params(nodes: Any, replicas: Any, atomic_bsz: Any, compute_time: An
     bounds = [(np.log(FIT_LOWER), np.log(FIT_UPPER))] * int(free[:6].sum()) + ([(1.0, 10.0)] if free[6] else [])
     res = None
     starts = [np.r_[base[:6], g0] for g0 in _GAMMA_STARTS]
-    options = {"ftol": 1e-14, "gtol": 1e-10, "maxiter": 5000}
+    options = {"ftol": 1e-10, "gtol": 1e-7, "maxiter": 1000}
     if initial is not None:
         if not isinstance(initial, PerfParams):
             raise ValidationError(f"`initial` must be a PerfParams or None; got {type(initial).__name__}.")

@@ -61,7 +61,15 @@ import scipy.sparse as sp
 from ..errors import CapabilityError, SolverError, UnknownSolverError, ValidationError
 from ..solvers.program import LinearProgram
 from ..solvers.registry import get_backend
-from ..validation import check_instance, check_int, check_nonneg, check_positive, check_real, fail, fail_at
+from ..validation import (
+    check_instance,
+    check_int,
+    check_nonneg,
+    check_positive,
+    check_real,
+    fail,
+    fail_at,
+)
 
 __all__ = ["SearchProblem", "SearchResult", "exact_search", "genetic_search"]
 

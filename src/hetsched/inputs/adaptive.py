@@ -47,7 +47,8 @@ log = logging.getLogger(__name__)
 
 def node_sizes(cluster: Cluster, gpu_types: tuple[str, ...] | None = None) -> np.ndarray:
     """GPUs per node of each type: the largest server of the type in the cluster's topology,
-    or 8 without a topology (int64, 0 for a type with no GPUs)."""
+    or 8 without a topology (int64, 0 for a type with no GPUs; :class:`AdaptiveProgress`
+    uses the profiled machine's node size instead of 8)."""
     types = tuple(cluster.gpu_types) if gpu_types is None else tuple(gpu_types)
     cap = cluster.capacities(types)
     topo = cluster.topology
@@ -156,6 +157,12 @@ class AdaptiveProgress:
         f = workload.table.frame
         self.types = tuple(cluster.gpu_types)
         self.node_gpus = node_sizes(cluster, self.types)
+        if cluster.topology is None:   # no servers given: the profiled machine's node size
+            cap = cluster.capacities(self.types)
+            for k, t in enumerate(self.types):
+                sizes = [p.machines[t].gpus_per_node for p in workload.profiles.values() if t in p.machines]
+                if sizes and cap[k] > 0:
+                    self.node_gpus[k] = min(int(max(sizes)), int(cap[k]))
         self.capacity = cluster.capacities(self.types).astype(np.int64)
         self.models: list[ModelProfile] = [workload.profiles[name] for name in f["model"]]
         self.names = f["name"].to_numpy(dtype=object)
@@ -165,6 +172,11 @@ class AdaptiveProgress:
         self.restart_seconds = np.array([p.restart_seconds for p in self.models], dtype=float)
         self.init_batch = np.array([p.init_batch_size for p in self.models], dtype=np.int64)
         self.max_batch = np.array([p.max_batch_size for p in self.models], dtype=np.int64)
+        cap = cluster.capacities(self.types)
+        for j, prof in enumerate(self.models):
+            if not any(t in prof.machines and cap[k] > 0 for k, t in enumerate(self.types)):
+                raise ValidationError(f"job {self.names[j]!r} (model {prof.model!r}) has a profile on none of the "
+                                      f"cluster's GPU types {list(self.types)}; profiled: {sorted(prof.machines)}.")
 
     # ------------------------------------------------------------------ configurations
     def has_type(self, job: int, k: int) -> bool:
@@ -223,6 +235,12 @@ class AdaptiveProgress:
                 seconds: float) -> float:
         """Progress ``job`` makes in ``seconds`` from ``progress``, crossing epochs (the
         efficiency changes with the epoch), capped at completion."""
+        return self.advance_timed(job, k, nodes, replicas, batch, progress, seconds)[0]
+
+    def advance_timed(self, job: int, k: int, nodes: int, replicas: int, batch: int, progress: float,
+                      seconds: float) -> tuple[float, float]:
+        """``(progress made, seconds it took)``: as :meth:`advance`, and the time spent, which
+        is less than ``seconds`` when the job completes inside them."""
         prof = self.models[job]
         done, p, left = self.completion[job], float(progress), float(seconds)
         while left > 1e-12 and p < done:
@@ -238,14 +256,16 @@ class AdaptiveProgress:
             dt = (nxt - p) / r
             if dt >= left:
                 p += r * left
+                left = 0.0
                 break
             p, left = nxt, left - dt
-        return min(p, done) - float(progress)
+        return min(p, done) - float(progress), float(seconds) - left
 
     def average_rates(self, job: np.ndarray, k: np.ndarray, gpus: np.ndarray, batch: np.ndarray,
                       spread: np.ndarray, progress: np.ndarray, seconds: np.ndarray) -> np.ndarray:
         """Mean progress rate of each row over the ``seconds`` it computes this round (one
-        entry per row; a row of 0 seconds gets the rate at its start)."""
+        entry per row; a row of 0 seconds gets the rate at its start; a job that completes
+        within them, its mean up to completion)."""
         out = np.zeros(job.shape[0])
         for i in range(job.shape[0]):
             j, kk, n = int(job[i]), int(k[i]), int(gpus[i])
@@ -253,7 +273,10 @@ class AdaptiveProgress:
             b = self.batch_of(j, int(batch[i]))
             s = float(seconds[i])
             if s > 0:
-                out[i] = self.advance(j, kk, nodes, n, b, float(progress[i]), s) / s
+                gained, used = self.advance_timed(j, kk, nodes, n, b, float(progress[i]), s)
+                # the mean over the time it computes: a job that completes inside the round
+                # completes at the exact time (the ledger finishes it at remaining / rate)
+                out[i] = gained / used if used > 0 else 0.0
             else:
                 out[i] = self.rate(j, kk, nodes, n, b, int(self.models[j].epoch_of(float(progress[i]))))
         return out

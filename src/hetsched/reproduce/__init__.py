@@ -4,7 +4,9 @@
   job rate for heterogeneity-aware vs agnostic LAS (:mod:`.gavel`);
 * ``themis_ftf``: finish-time fairness, worst ρ and the ρ CDF for FTF vs max-min vs FIFO
   (:mod:`.themis`);
-* ``sia_elastic``: Sia vs Gavel vs Gavel with space sharing on an elastic workload (:mod:`.sia`).
+* ``sia_elastic``: Sia vs Gavel vs Gavel with space sharing on an elastic workload (:mod:`.sia`);
+* ``sia_table3``: Sia (SOSP'23) Table 3, Sia vs Pollux vs Gavel+TunedJobs on Sia's Philly
+  workloads with adaptive jobs (:mod:`.sia_table3`; needs Sia's artifact data).
 
 Each has a quick mode (CI size) and a full mode. :func:`run_experiments` runs them and
 writes ``<name>.csv`` (one row per simulation), ``<name>_summary.csv``,
@@ -12,7 +14,7 @@ writes ``<name>.csv`` (one row per simulation), ``<name>_summary.csv``,
 ``docs/reproduce.md``.
 
 >>> sorted(EXPERIMENTS)
-['gavel_fig8', 'gavel_fig9', 'sia_elastic', 'themis_ftf']
+['gavel_fig8', 'gavel_fig9', 'sia_elastic', 'sia_table3', 'themis_ftf']
 """
 
 from __future__ import annotations
@@ -23,9 +25,10 @@ from pathlib import Path
 
 from ..errors import ValidationError
 from .base import Experiment, ExperimentResult, Settings, find_gavel_table
-from .figures import las_figure, rho_figure, sia_figure
+from .figures import las_figure, rho_figure, sia_figure, table3_figure
 from .gavel import run_fig8, run_fig9
 from .sia import run_sia
+from .sia_table3 import run_sia_table3
 from .themis import run_themis
 
 __all__ = ["EXPERIMENTS", "Experiment", "ExperimentResult", "Settings", "check_names", "find_gavel_table",
@@ -42,6 +45,8 @@ EXPERIMENTS: dict[str, Experiment] = {e.name: e for e in (
                run_themis, rho_figure),
     Experiment("sia_elastic", "Sia vs Gavel vs Gavel with space sharing on an elastic workload",
                run_sia, sia_figure),
+    Experiment("sia_table3", "Sia Table 3: Sia vs Pollux vs Gavel+TunedJobs on Sia's Philly workloads (adaptive jobs)",
+               run_sia_table3, table3_figure),
 )}
 
 

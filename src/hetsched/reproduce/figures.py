@@ -7,7 +7,7 @@ from typing import Any
 from ..sim import plots
 from .base import ExperimentResult
 
-__all__ = ["las_figure", "rho_figure", "sia_figure"]
+__all__ = ["las_figure", "rho_figure", "sia_figure", "table3_figure"]
 
 
 def _figure(ncols: int, width: float = 5.0):
@@ -81,6 +81,25 @@ def sia_figure(result: ExperimentResult) -> Any:
         ax.set_xticks([j + width * (len(policies) - 1) / 2 for j in range(len(loads))], [f"{x:g} jobs/h" for x in loads])
         ax.set_ylabel("average JCT (hours)")
         ax.set_title(f"restart cost {cost:g} s", fontsize="small")
+        ax.grid(alpha=0.3, axis="y")
+    axes[0, 0].legend(fontsize="small")
+    return fig
+
+
+def table3_figure(result: ExperimentResult) -> Any:
+    """Sia's Table 3: average JCT, p99 JCT and makespan per scheduler, ours (mean over the
+    workloads run) beside the paper's."""
+    s = result.summary
+    panels = (("avg_jct_hours", "paper_avg_jct", "average JCT (h)"), ("p99_jct_hours", "paper_p99_jct", "p99 JCT (h)"),
+              ("makespan_hours", "paper_makespan", "makespan (h)"))
+    fig, axes = _figure(3, width=3.6)
+    names = list(s["scheduler"])
+    x = list(range(len(names)))
+    for ax, (ours, paper, label) in zip(axes[0], panels):
+        ax.bar([i - 0.2 for i in x], s[ours], 0.4, label="hetsched")
+        ax.bar([i + 0.2 for i in x], s[paper], 0.4, label="paper (Table 3)")
+        ax.set_xticks(x, names)
+        ax.set_ylabel(label)
         ax.grid(alpha=0.3, axis="y")
     axes[0, 0].legend(fontsize="small")
     return fig

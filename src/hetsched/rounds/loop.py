@@ -395,6 +395,8 @@ class RoundWorkload:
         pol = _policy_of(sched)
         if pol is not None:
             pol = bind_workload(pol, self.context)
+        if pol is None and self.adaptive is not None:
+            return   # a round scheduler of adaptive jobs chooses their GPU counts (every job has a profiled type)
         if pol is None:
             usable = usable_mask(self.T, self.s, self.cap)
             bad = np.flatnonzero(~usable.any(axis=1))

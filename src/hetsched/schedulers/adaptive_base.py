@@ -22,7 +22,8 @@ from ..formulations.sia.configurations import ConfigurationSet, configuration_se
 from ..rounds.protocol import RoundRows, RoundView
 from .goodput_beliefs import GoodputBeliefs
 
-__all__ = ["AdaptiveState", "adaptive_progress", "restart_factor", "rows_for_choice"]
+__all__ = ["AdaptiveState", "adaptive_progress", "fair_replicas", "prepare_state", "record", "restart_factor",
+           "rows_for_choice"]
 
 
 @dataclass
@@ -39,6 +40,8 @@ class AdaptiveState:
         Job number -> restarts so far (changes of configuration after its first start).
     progress : dict
         Job number -> progress when the round was planned (what its report is measured at).
+    ever_ran : set
+        Jobs that have run (a first start is not a restart).
     configs : ConfigurationSet or None
         The configuration set (built once per cluster).
     """
@@ -49,6 +52,7 @@ class AdaptiveState:
     progress: dict[int, float] = field(default_factory=dict)
     configs: ConfigurationSet | None = None
     rounds: int = 0
+    ever_ran: set[int] = field(default_factory=set)
 
 
 def adaptive_progress(view: RoundView, who: str) -> Any:
@@ -109,6 +113,7 @@ def record(state: AdaptiveState, ran: RoundRows, seconds: np.ndarray) -> Adaptiv
         if prev is not None and prev != (k, g):
             state.restarts[j] = state.restarts.get(j, 0) + 1
         state.current[j] = (k, g)
+        state.ever_ran.add(j)
     ran_now = set(ran.job.tolist())
     for j in list(state.current):
         if j not in ran_now:   # preempted (or finished): its next start is a restart too

@@ -30,6 +30,7 @@ from typing import Any
 import numpy as np
 
 from ..adaptive.goodput import GoodputModel, GradParams, PerfParams, fit_perf_params
+from ..errors import ValidationError
 
 __all__ = ["GoodputBeliefs"]
 
@@ -61,6 +62,7 @@ class GoodputBeliefs:
         self._perf: dict[tuple[int, str], PerfParams | None] = {}
         self._last: dict[tuple[int, str], PerfParams] = {}   # the previous fit: the next one's warm start
         self._seen: set[int] = set()
+        self._hi: dict[tuple[str, str, int, int], int] = {}
         self.fits = 0
 
     # ------------------------------------------------------------------ learning
@@ -146,21 +148,37 @@ class GoodputBeliefs:
         if m is None:
             return None
         mach = prof.machines[t]
-        nodes = np.asarray(nodes, dtype=np.int64)
-        replicas = np.asarray(replicas, dtype=np.int64)
+        nodes = np.asarray(nodes, dtype=np.int64).reshape(-1)
+        replicas = np.asarray(replicas, dtype=np.int64).reshape(-1)
+        hi = np.array([self._max_atomic(prof.model, t, mach, N, K) for N, K in zip(nodes.tolist(), replicas.tolist())],
+                      dtype=np.int64)
         good = np.zeros(replicas.shape)
         batch = np.zeros(replicas.shape, np.int64)
-        for i, (N, K) in enumerate(zip(nodes.tolist(), replicas.tolist())):
-            hi = int(mach.max_atomic_bsz(N, K))
-            g, atomic, accum = m.optimize(np.array([N]), np.array([K]), max_batch_size=int(prof.max_batch_size),
-                                          atomic_bsz_range=(int(mach.min_local_bsz), hi), accumulation=True)
-            good[i] = float(np.asarray(g).reshape(-1)[0])
-            batch[i] = int(K * int(np.asarray(atomic).reshape(-1)[0]) * (int(np.asarray(accum).reshape(-1)[0]) + 1))
+        for h in np.unique(hi).tolist():       # one vectorised optimisation per per-GPU batch limit
+            sel = np.flatnonzero(hi == h)
+            if h < int(mach.min_local_bsz):
+                continue
+            g, atomic, accum = m.optimize(nodes[sel], replicas[sel], max_batch_size=int(prof.max_batch_size),
+                                          atomic_bsz_range=(int(mach.min_local_bsz), h), accumulation=True)
+            good[sel] = g
+            batch[sel] = replicas[sel] * atomic * (accum + 1)
         return good, batch
 
-    def initial_batch(self, job: int, replicas: int) -> int:
+    def _max_atomic(self, model: str, gpu_type: str, mach: Any, nodes: int, replicas: int) -> int:
+        """The profiled per-GPU batch limit of a placement (cached; 0 where none)."""
+        key = (model, gpu_type, nodes, replicas)
+        if key not in self._hi:
+            try:
+                self._hi[key] = int(mach.max_atomic_bsz(nodes, replicas))
+            except ValidationError:     # a placement the profile cannot interpolate: not runnable
+                self._hi[key] = 0
+        return self._hi[key]
+
+    def initial_batch(self, job: int, replicas: int, gpu_type: str | None = None) -> int:
         """The batch a job runs at before the scheduler has a model of it (Sia's simulator:
-        the larger of the initial batch and the smallest per-GPU batch on every replica)."""
+        the larger of the initial batch and the smallest per-GPU batch of ``gpu_type`` (of
+        any type when None) on every replica, at most the model's maximum)."""
         prof = self.progress.models[job]
-        lo = min(int(m.min_local_bsz) for m in prof.machines.values())
+        lo = (int(prof.machines[gpu_type].min_local_bsz) if gpu_type in prof.machines
+              else min(int(m.min_local_bsz) for m in prof.machines.values()))
         return int(min(max(int(prof.init_batch_size), lo * int(replicas)), int(prof.max_batch_size)))

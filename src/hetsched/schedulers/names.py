@@ -20,6 +20,7 @@ from typing import Any
 
 from ..errors import UnknownPolicyError, ValidationError
 from ..formulations.base import list_policies, make_policy
+from .optimus import Optimus
 from .pollux import Pollux
 from .sia_adaptive import AdaptiveSia
 from .tiresias import Tiresias
@@ -31,6 +32,7 @@ ROUND_SCHEDULERS: dict[str, Callable[..., Any]] = {
     "tiresias": Tiresias,
     "pollux": Pollux,
     "sia_adaptive": AdaptiveSia,
+    "optimus": Optimus,
 }
 
 

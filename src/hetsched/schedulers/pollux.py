@@ -126,7 +126,7 @@ class Pollux:
                 got = beliefs.best(j, k, cs.nodes[cols], cs.gpus[cols])
                 if got is None:     # nothing reported yet: linear speedup (Pollux's prior)
                     value[i, cols] = cs.gpus[cols] / fair
-                    batch[i, cols] = [beliefs.initial_batch(j, g) for g in cs.gpus[cols].tolist()]
+                    batch[i, cols] = [beliefs.initial_batch(j, g, view.gpu_types[k]) for g in cs.gpus[cols].tolist()]
                     continue
                 good, b = got
                 if base is None:
@@ -134,7 +134,9 @@ class Pollux:
                     N = beliefs.progress.nodes_for(k, K)
                     fair_b = beliefs.best(j, k, np.array([N]), np.array([K]))
                     base = float(fair_b[0][0]) if fair_b is not None else 0.0
-                value[i, cols] = good / base if base and base > 0 else 0.0
+                if not base or base <= 0:   # its fair share cannot run it: its smallest runnable one instead
+                    base = float(good[good > 0][0]) if (good > 0).any() else 0.0
+                value[i, cols] = good / base if base > 0 else 0.0
                 batch[i, cols] = b
         value *= H / max(G, 1)
         # restart discount on every allocation but the one held
@@ -147,6 +149,8 @@ class Pollux:
             if cur is not None:
                 hit = np.flatnonzero((cs.type_index == cur[0]) & (cs.gpus == cur[1]))
                 held[i] = hit[0] if hit.size else -1
+        # a first start is not a restart: a job that never ran keeps its full value (see docs/adaptive.md)
+        factor = np.where([j in state.ever_ran for j in view.jobs.tolist()], factor, 1.0)
         disc = np.repeat(factor[:, None], C, axis=1)
         rows = np.flatnonzero(held >= 0)
         disc[rows, held[rows]] = 1.0

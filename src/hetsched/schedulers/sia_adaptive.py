@@ -35,7 +35,14 @@ from ..inputs.jobs import JobSet
 from ..policies import Sia
 from ..rounds.protocol import RoundRows, RoundView
 from ..validation import check_int, check_real
-from .adaptive_base import AdaptiveState, adaptive_progress, prepare_state, record, restart_factor, rows_for_choice
+from .adaptive_base import (
+    AdaptiveState,
+    adaptive_progress,
+    prepare_state,
+    record,
+    restart_factor,
+    rows_for_choice,
+)
 
 __all__ = ["AdaptiveSia"]
 

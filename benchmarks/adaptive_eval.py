@@ -1,0 +1,113 @@
+"""Goodput evaluation of a round: every active job on every configuration, at its best batch.
+
+What an adaptive scheduler computes each round before its search: for each job and each
+configuration (GPU type, GPUs, nodes) of the paper's 64-GPU cluster, the goodput at the batch
+size that maximises it under the job's fitted model (:class:`hetsched.schedulers.goodput_beliefs.GoodputBeliefs`,
+per-type models as Sia keeps them). Jobs are Sia's Philly workload 1's models, cycled to
+``--jobs``, each with its one-GPU profile on every type and one multi-GPU measurement per
+type (so each model is fitted with network terms). Timed: the fits (once per job and type,
+outside a round) and one round's evaluation (inside the round), beside the reference the
+same run measures: the same evaluation done one configuration at a time (the scalar loop a
+straightforward implementation writes).
+
+Columns: ``jobs, configs, fit_s, round_s, scalar_round_s, speedup``; ``round_s`` is the
+target (< 0.1 s at 500 jobs, issue 25). Runs with one BLAS thread (set before numpy loads). Needs Sia's artifact
+data (``../shared/data/sia`` or ``$HETSCHED_SIA_DATA``).
+
+Usage::
+
+    python benchmarks/adaptive_eval.py --quick     # 50 jobs
+    python benchmarks/adaptive_eval.py             # 50, 200 and 500 jobs
+"""
+
+from __future__ import annotations
+
+import os
+
+for _var in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS"):   # tiny matrices: BLAS threads only contend
+    os.environ.setdefault(_var, "1")
+
+import argparse  # noqa: E402
+import csv  # noqa: E402
+import time  # noqa: E402
+from pathlib import Path  # noqa: E402
+
+import numpy as np  # noqa: E402
+
+from hetsched.formulations.sia.configurations import configuration_set  # noqa: E402
+from hetsched.inputs.adaptive import AdaptiveProgress, AdaptiveWorkload, sia_workload  # noqa: E402
+from hetsched.inputs.traces.sia import AdaptiveJobTable  # noqa: E402
+from hetsched.reproduce.sia_table3 import table3_cluster  # noqa: E402
+from hetsched.schedulers.goodput_beliefs import GoodputBeliefs  # noqa: E402
+
+DEFAULT_OUT = Path(__file__).resolve().parent / "results" / "adaptive_eval.csv"
+
+
+def workload(n: int) -> AdaptiveWorkload:
+    """Philly workload 1's jobs cycled to ``n`` (names made unique)."""
+    base = sia_workload("philly", 1)
+    frame = base.table.frame
+    idx = np.arange(n) % len(frame)
+    f = frame.iloc[idx].reset_index(drop=True).copy()
+    f["name"] = [f"{a}-{i}" for i, a in enumerate(f["name"])]
+    return AdaptiveWorkload(AdaptiveJobTable(f, base.table.source), base.profiles, source="benchmark")
+
+
+def run(n: int) -> dict[str, float]:
+    cluster = table3_cluster()
+    prog = AdaptiveProgress(workload(n), cluster)
+    beliefs = GoodputBeliefs(prog, per_type=True, seed_single_gpu=True)
+    cs = configuration_set(cluster, prog.types, max_gpus=64)
+    t0 = time.perf_counter()
+    for j in range(n):
+        beliefs.see(j)
+        for k, t in enumerate(prog.types):
+            g = int(min(4, prog.node_gpus[k]))
+            rep = prog.report(j, k, g, prog.batch_of(j, 0), 0.0)
+            beliefs.observe(j, rep)
+            beliefs.perf(j, t)
+    fit_s = time.perf_counter() - t0
+    cols = [np.flatnonzero(cs.type_index == k) for k in range(len(prog.types))]
+    for j in range(n):     # warm the per-placement batch limits (cached once per model and placement)
+        for k, c in enumerate(cols):
+            beliefs.best(j, k, cs.nodes[c], cs.gpus[c])
+    t0 = time.perf_counter()
+    vec = np.zeros((n, cs.n_configs))
+    for j in range(n):
+        for k, c in enumerate(cols):
+            vec[j, c] = beliefs.best(j, k, cs.nodes[c], cs.gpus[c])[0]
+    round_s = time.perf_counter() - t0
+    t0 = time.perf_counter()
+    ref = np.zeros((n, cs.n_configs))
+    for j in range(n):
+        for k, c in enumerate(cols):
+            for i in c.tolist():
+                ref[j, i] = beliefs.best(j, k, cs.nodes[i:i + 1], cs.gpus[i:i + 1])[0][0]
+    scalar_s = time.perf_counter() - t0
+    assert np.allclose(vec, ref), "vectorised and scalar evaluation disagree"
+    return {"jobs": n, "configs": cs.n_configs, "fit_s": fit_s, "round_s": round_s, "scalar_round_s": scalar_s,
+            "speedup": scalar_s / round_s}
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--quick", action="store_true")
+    ap.add_argument("--out", default=str(DEFAULT_OUT))
+    args = ap.parse_args()
+    sizes = (50,) if args.quick else (50, 200, 500)
+    rows = [run(n) for n in sizes]
+    print(f"{'jobs':>6} {'configs':>8} {'fit_s':>8} {'round_s':>8} {'scalar_s':>9} {'speedup':>8}")
+    for r in rows:
+        print(f"{r['jobs']:>6} {r['configs']:>8} {r['fit_s']:>8.2f} {r['round_s']:>8.3f} {r['scalar_round_s']:>9.3f} "
+              f"{r['speedup']:>8.1f}")
+    out = Path(args.out)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    with out.open("w", newline="") as fh:
+        w = csv.DictWriter(fh, fieldnames=list(rows[0]))
+        w.writeheader()
+        w.writerows(rows)
+    print(f"wrote {out}")
+
+
+if __name__ == "__main__":
+    main()
