@@ -6,9 +6,9 @@ size that maximises it under the job's fitted model (:class:`hetsched.schedulers
 per-type models as Sia keeps them). Jobs are Sia's Philly workload 1's models, cycled to
 ``--jobs``, each with its one-GPU profile on every type and one multi-GPU measurement per
 type (so each model is fitted with network terms). Timed: the fits (once per job and type,
-outside a round) and one round's evaluation (inside the round), beside the reference the
-same run measures: the same evaluation done one configuration at a time (the scalar loop a
-straightforward implementation writes).
+outside a round) and one round's evaluation (inside the round: ``GoodputBeliefs.table``, one
+numpy pass per GPU type over every job and configuration), beside the reference the same run
+measures: the same evaluation one job at a time (``GoodputBeliefs.best``); both must agree.
 
 Columns: ``jobs, configs, fit_s, round_s, scalar_round_s, speedup``; ``round_s`` is the
 target (< 0.1 s at 500 jobs, issue 25). Runs with one BLAS thread (set before numpy loads). Needs Sia's artifact
@@ -73,16 +73,15 @@ def run(n: int) -> dict[str, float]:
             beliefs.best(j, k, cs.nodes[c], cs.gpus[c])
     t0 = time.perf_counter()
     vec = np.zeros((n, cs.n_configs))
-    for j in range(n):
-        for k, c in enumerate(cols):
-            vec[j, c] = beliefs.best(j, k, cs.nodes[c], cs.gpus[c])[0]
+    jobs = list(range(n))
+    for k, c in enumerate(cols):        # one vectorised evaluation per GPU type (what the schedulers call)
+        vec[:, c] = beliefs.table(jobs, k, cs.nodes[c], cs.gpus[c])[0]
     round_s = time.perf_counter() - t0
     t0 = time.perf_counter()
     ref = np.zeros((n, cs.n_configs))
-    for j in range(n):
+    for j in range(n):                  # the reference: one job at a time (vectorised over its configurations)
         for k, c in enumerate(cols):
-            for i in c.tolist():
-                ref[j, i] = beliefs.best(j, k, cs.nodes[i:i + 1], cs.gpus[i:i + 1])[0][0]
+            ref[j, c] = beliefs.best(j, k, cs.nodes[c], cs.gpus[c])[0]
     scalar_s = time.perf_counter() - t0
     assert np.allclose(vec, ref), "vectorised and scalar evaluation disagree"
     return {"jobs": n, "configs": cs.n_configs, "fit_s": fit_s, "round_s": round_s, "scalar_round_s": scalar_s,

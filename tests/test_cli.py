@@ -36,9 +36,17 @@ def test_doctests() -> None:
     assert result.failed == 0 and result.attempted > 0
 
 
-def test_policies_lists_every_registered_name(capsys: pytest.CaptureFixture[str]) -> None:
+def test_policies_lists_every_name_simulate_takes(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["policies"]) == 0
-    assert capsys.readouterr().out.split() == hetsched.list_policies()
+    names = capsys.readouterr().out.split()
+    assert names == sorted(set(hetsched.list_policies()) | {"tiresias", "pollux", "sia_adaptive", "optimus"})
+
+
+def test_simulate_runs_a_round_scheduler_by_name(capsys: pytest.CaptureFixture[str]) -> None:
+    """One name space: --policy takes Tiresias (not an LP policy) like any policy (issue 30, item 4)."""
+    assert main(["simulate", "--policy", "tiresias", "--jobs", "6", "--no-progress"]) == 0
+    assert "tiresias" in capsys.readouterr().out
+    assert main(["simulate", "--policy", "tiresias", "--param", "promote_knob=0", "--jobs", "3"]) == 2
 
 
 # ----------------------------------------------------------------------------- demo

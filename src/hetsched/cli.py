@@ -55,7 +55,7 @@ from .inputs.throughputs import (
 )
 from .policies import FinishTimeFairness, MaxMinFairness
 from .schedulers import Tiresias
-from .schedulers.names import make_scheduler
+from .schedulers.names import list_schedulers, make_scheduler
 from .sim import (
     SimOptions,
     SimulationResult,
@@ -164,7 +164,7 @@ def _build_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("-v", "--verbose", action="store_true", help="log at INFO level to stderr")
     sub = parser.add_subparsers(dest="command", required=True)
-    sub.add_parser("policies", help="list the registered policy names")
+    sub.add_parser("policies", help="list the scheduler names (registered policies and round schedulers)")
     for add in (_add_demo_parser, _add_solve_parser, _add_simulate_parser, _add_sweep_parser, _add_bench_parser,
                 _add_plot_parser):
         add(sub)
@@ -288,8 +288,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     # The command as it can be run again (recorded in every output directory's provenance.json).
     args.command_line = [sys.executable, "-m", "hetsched", *(sys.argv[1:] if argv is None else [str(a) for a in argv])]
     out = sys.stdout
-    if args.command == "policies":
-        for name in list_policies():
+    if args.command == "policies":   # every name simulate --policy takes: policies and round schedulers
+        for name in list_schedulers():
             print(name, file=out)
         return 0
     handlers = {"demo": _demo, "solve": _solve, "simulate": _simulate, "sweep": _sweep, "bench": _bench,

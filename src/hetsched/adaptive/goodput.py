@@ -57,7 +57,7 @@ from ..validation import (
     fail_at,
 )
 
-__all__ = ["FitResult", "GoodputModel", "GradParams", "PerfParams", "efficiency", "fit_perf_params",
+__all__ = ["FitResult", "GoodputModel", "GradParams", "PerfParams", "efficiency", "fit_perf_params", "optimize_many",
            "gain", "iteration_time", "network_time"]
 
 logger = logging.getLogger(__name__)
@@ -403,29 +403,118 @@ class GoodputModel:
                        atomic_bsz_range)
         accumulation = check_bool(accumulation, "accumulation")
         n_cand = check_int(n_candidates, "n_candidates", low=1)
-        kk, nn = k[..., None], n[..., None]
-        lo = np.maximum(float(m0), kk * lo_a)
-        hi = np.full_like(lo, float(max_bsz)) if accumulation else np.minimum(float(max_bsz), kk * hi_a)
-        ok = lo <= hi
-        ratio = np.where(ok, hi / np.where(ok, lo, 1.0), 1.0)
-        cand = lo * ratio ** np.linspace(0.0, 1.0, n_cand)
-        local = np.ceil(cand / kk - 1e-9)  # the 1e-9 keeps an exact M = K * L at L
-        top = np.maximum(np.floor(max_bsz / kk), 1.0)
-        if not accumulation:
-            top = np.minimum(top, hi_a)
-        local = np.concatenate([local, local, top], axis=-1)
-        steps = np.ceil(local / hi_a) - 1.0 if accumulation else np.zeros_like(local)
-        per_step = local / (steps + 1.0)
-        atomic = np.concatenate([np.ceil(per_step[..., :n_cand]), np.full(cand.shape, hi_a),
-                                 np.floor(per_step[..., -1:])], axis=-1)
-        atomic = np.clip(atomic, lo_a, hi_a)
-        total = kk * atomic * (steps + 1.0)
-        valid = ok & (total <= max_bsz) & (total >= m0)
-        good = np.where(valid, self._gain(total) * m0 / _iter_time(self.perf, nn, kk, atomic, steps), -np.inf)
-        best = np.argmax(good, axis=-1)[..., None]
-        found = np.take_along_axis(valid, best, -1)[..., 0]
-        out = [np.where(found, np.take_along_axis(a, best, -1)[..., 0], 0.0) for a in (good, atomic, steps)]
-        return out[0], out[1].astype(np.int64), out[2].astype(np.int64)
+        return _optimize_arrays(self.perf, np.asarray(self.grad.sqr), np.asarray(self.grad.var),
+                                np.asarray(float(m0)), np.asarray(float(max_bsz)), np.asarray(lo_a), np.asarray(hi_a),
+                                n, k, accumulation, n_cand)
+
+
+def _optimize_arrays(perf: Any, sqr: np.ndarray, var: np.ndarray, m0: np.ndarray, max_bsz: np.ndarray,
+                     lo_a: np.ndarray, hi_a: np.ndarray, n: np.ndarray, k: np.ndarray, accumulation: bool,
+                     n_cand: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """:meth:`GoodputModel.optimize` on arrays (no checks): every argument (and every field of
+    ``perf``, a PerfParams or an object with the same fields as arrays) broadcasts to one
+    shape; returns ``(goodput, atomic, accum)`` of that shape."""
+    fields_ = ("alpha_c", "beta_c", "alpha_r", "beta_r", "alpha_n", "beta_n", "gamma")
+    arrays = np.broadcast_arrays(sqr, var, m0, max_bsz, lo_a, hi_a, n, k,
+                                 *(np.asarray(getattr(perf, f), dtype=float) for f in fields_))
+    sqr, var, m0, max_bsz, lo_a, hi_a, n, k = (a[..., None] for a in arrays[:8])
+    pe = _ArrayParams(*(a[..., None] for a in arrays[8:]))
+    kk, nn = k, n
+    lo = np.maximum(m0, kk * lo_a)
+    hi = (max_bsz + 0.0 * lo) if accumulation else np.minimum(max_bsz, kk * hi_a)
+    ok = lo <= hi
+    ratio = np.where(ok, hi / np.where(ok, lo, 1.0), 1.0)
+    cand = lo * ratio ** np.linspace(0.0, 1.0, n_cand)
+    local = np.ceil(cand / kk - 1e-9)  # the 1e-9 keeps an exact M = K * L at L
+    top = np.maximum(np.floor(max_bsz / kk), 1.0)
+    if not accumulation:
+        top = np.minimum(top, hi_a)
+    local = np.concatenate([local, local, top + 0.0 * local[..., :1]], axis=-1)
+    steps = np.ceil(local / hi_a) - 1.0 if accumulation else np.zeros_like(local)
+    per_step = local / (steps + 1.0)
+    atomic = np.concatenate([np.ceil(per_step[..., :n_cand]), hi_a + 0.0 * cand, np.floor(per_step[..., -1:])],
+                            axis=-1)
+    atomic = np.clip(atomic, lo_a, hi_a)
+    total = kk * atomic * (steps + 1.0)
+    valid = ok & (total <= max_bsz) & (total >= m0)
+    scale = total / m0
+    with np.errstate(divide="ignore", invalid="ignore"):
+        g = np.where((sqr == 0.0) & (var == 0.0), scale, (var + sqr) / (var / scale + sqr))
+    good = np.where(valid, g * m0 / _iter_time(pe, nn, kk, atomic, steps), -np.inf)
+    best = np.argmax(good, axis=-1)[..., None]
+    found = np.take_along_axis(valid, best, -1)[..., 0]
+    out = [np.where(found, np.take_along_axis(a, best, -1)[..., 0], 0.0) for a in (good, atomic, steps)]
+    return out[0], out[1].astype(np.int64), out[2].astype(np.int64)
+
+
+@dataclass(frozen=True)
+class _ArrayParams:
+    """PerfParams' fields as arrays (for :func:`_optimize_arrays`)."""
+
+    alpha_c: Any
+    beta_c: Any
+    alpha_r: Any
+    beta_r: Any
+    alpha_n: Any
+    beta_n: Any
+    gamma: Any
+
+
+def optimize_many(models: list[GoodputModel], nodes: Any, replicas: Any, *, max_batch_size: Any,
+                  atomic_bsz_range: tuple[Any, Any], accumulation: bool = True,
+                  n_candidates: int = 50) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """:meth:`GoodputModel.optimize` for many models at once: row ``j`` of the result is
+    ``models[j].optimize(nodes, replicas, max_batch_size=max_batch_size[j],
+    atomic_bsz_range=(lo[j], hi[j]))`` (one vectorised evaluation; what a round of an adaptive
+    scheduler needs for every job and configuration).
+
+    Parameters
+    ----------
+    models : list of GoodputModel
+        ``J`` models.
+    nodes, replicas : array_like of int, shape (C,)
+        The configurations, ``1 <= nodes <= replicas``.
+    max_batch_size : array_like of int, shape (J,)
+        Each model's largest total batch (>= its initial batch).
+    atomic_bsz_range : (lo, hi)
+        Per-GPU batch limits: ``lo`` of shape (J,), ``hi`` of shape (J, C) (a placement's
+        profiled limit); integers with ``1 <= lo``. A configuration with ``hi < lo`` cannot run
+        (goodput 0).
+    accumulation, n_candidates
+        As :meth:`GoodputModel.optimize`.
+
+    Returns
+    -------
+    goodput, atomic_bsz, accum_steps : numpy.ndarray, shape (J, C)
+    """
+    if not models:
+        c = np.asarray(replicas).reshape(-1).shape[0]
+        return np.zeros((0, c)), np.zeros((0, c), np.int64), np.zeros((0, c), np.int64)
+    for i, m in enumerate(models):
+        if not isinstance(m, GoodputModel):
+            raise ValidationError(f"`models` must hold GoodputModel objects; position {i} has {type(m).__name__}.")
+    n, k = _placement(np.asarray(nodes).reshape(-1), np.asarray(replicas).reshape(-1))
+    J, C = len(models), n.shape[0]
+    m0 = np.array([m.init_batch_size for m in models], dtype=float)
+    max_bsz = _array(max_batch_size, "max_batch_size", integer=True, low=1.0).reshape(-1)
+    lo = _array(atomic_bsz_range[0], "atomic_bsz_range[0]", integer=True, low=1.0).reshape(-1)
+    hi = _array(atomic_bsz_range[1], "atomic_bsz_range[1]", integer=True, low=0.0).reshape(J, C)
+    if max_bsz.shape != (J,) or lo.shape != (J,):
+        raise ValidationError(f"`max_batch_size` and `atomic_bsz_range[0]` must have one entry per model ({J}); got "
+                              f"{max_bsz.shape} and {lo.shape}.")
+    if (max_bsz < m0).any():
+        j = int(np.flatnonzero(max_bsz < m0)[0])
+        raise ValidationError(f"`max_batch_size` must be >= each model's init_batch_size; model {j} has "
+                              f"{max_bsz[j]:g} < {m0[j]:g}.")
+    perf = _ArrayParams(*(np.array([getattr(m.perf, f.name) for m in models])[:, None] for f in fields(PerfParams)))
+    sqr = np.array([m.grad.sqr for m in models])[:, None]
+    var = np.array([m.grad.var for m in models])[:, None]
+    runnable = hi >= lo[:, None]
+    good, atomic, accum = _optimize_arrays(perf, sqr, var, m0[:, None], max_bsz[:, None], lo[:, None],
+                                           np.where(runnable, hi, lo[:, None]), n[None, :], k[None, :],
+                                           check_bool(accumulation, "accumulation"),
+                                           check_int(n_candidates, "n_candidates", low=1))
+    return (np.where(runnable, good, 0.0), np.where(runnable, atomic, 0), np.where(runnable, accum, 0))
 
 
 # ----------------------------------------------------------------------------- fit

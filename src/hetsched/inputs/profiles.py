@@ -54,7 +54,6 @@ from __future__ import annotations
 import csv
 import io
 import math
-import os
 import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
@@ -65,8 +64,9 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from ..errors import DataNotFoundError, ValidationError, show
+from ..errors import ValidationError, show
 from ..validation import check_mapping, check_names, check_nonempty_str
+from .data_paths import locate_data
 
 __all__ = [
     "SIA_CALIBRATION",
@@ -137,30 +137,17 @@ def sia_data_path(path: str | Path | None = None) -> Path:
     DataNotFoundError
         No candidate holds the profiles; the message lists every place tried.
     """
-    if path is not None:
-        if not isinstance(path, (str, Path)):
-            raise ValidationError(f"`path` must be a local folder path; got {type(path).__name__}.")
-        candidates = [(Path(path), "`path`")]
-    else:
-        candidates = []
-        env = os.environ.get(SIA_DATA_ENV)
-        if env:
-            candidates.append((Path(env), f"${SIA_DATA_ENV}"))
-        root = Path(__file__).resolve().parents[3]  # src/hetsched/inputs/profiles.py -> the checkout
-        if (root / "pyproject.toml").is_file():
-            candidates.append(((root / _CHECKOUT_RELATIVE).resolve(), "beside the source checkout"))
-    tried: list[str] = []
-    for cand, why in candidates:
+    if path is not None and not isinstance(path, (str, Path)):
+        raise ValidationError(f"`path` must be a local folder path; got {type(path).__name__}.")
+
+    def accept(cand: Path) -> str | None:
         if cand.is_dir() and ((cand / "profiles").is_dir() or (cand / "traces").is_dir()):
-            return cand
-        what = "no profiles/ folder in it" if cand.is_dir() else "not a folder"
-        tried.append(f"{str(cand)!r} ({why}: {what})")
-    raise DataNotFoundError(
-        "Sia's published job profiles (the folder holding profiles/MODEL/placements-*.csv, from "
-        "github.com/siasosp23/artifacts, sia-simulator/traces) were not found; tried: "
-        + ("; ".join(tried) if tried else f"nothing (${SIA_DATA_ENV} is unset and this is not a source checkout)")
-        + f". Pass `path=`, or set ${SIA_DATA_ENV} to the folder."
-    )
+            return None
+        return "no profiles/ folder in it" if cand.is_dir() else "not a folder"
+
+    return locate_data(path, env=SIA_DATA_ENV, checkout_relative=_CHECKOUT_RELATIVE, accept=accept,
+                       what="Sia's published job profiles (the folder holding profiles/MODEL/placements-*.csv, from "
+                            "github.com/siasosp23/artifacts, sia-simulator/traces)")
 
 
 def _profiles_dir(root: Path) -> Path:

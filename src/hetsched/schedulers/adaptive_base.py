@@ -22,7 +22,7 @@ from ..formulations.sia.configurations import ConfigurationSet, configuration_se
 from ..rounds.protocol import RoundRows, RoundView
 from .goodput_beliefs import GoodputBeliefs
 
-__all__ = ["AdaptiveState", "adaptive_progress", "fair_replicas", "prepare_state", "record", "restart_factor",
+__all__ = ["AdaptiveRounds", "AdaptiveState", "adaptive_progress", "fair_replicas", "prepare_state", "record", "restart_factor",
            "rows_for_choice"]
 
 
@@ -53,6 +53,19 @@ class AdaptiveState:
     configs: ConfigurationSet | None = None
     rounds: int = 0
     ever_ran: set[int] = field(default_factory=set)
+
+
+class AdaptiveRounds:
+    """What the adaptive schedulers' round interface shares: a fresh :class:`AdaptiveState`,
+    and learning from what ran (:func:`record`)."""
+
+    def initial_state(self, start_time: float = 0.0) -> AdaptiveState:
+        """Nothing learned yet."""
+        return AdaptiveState()
+
+    def record_round(self, state: AdaptiveState, ran: RoundRows, seconds: np.ndarray) -> AdaptiveState:
+        """Learn from what ran (see :func:`record`)."""
+        return record(state, ran, seconds)
 
 
 def adaptive_progress(view: RoundView, who: str) -> Any:

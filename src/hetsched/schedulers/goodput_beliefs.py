@@ -29,7 +29,7 @@ from typing import Any
 
 import numpy as np
 
-from ..adaptive.goodput import GoodputModel, GradParams, PerfParams, fit_perf_params
+from ..adaptive.goodput import GoodputModel, GradParams, PerfParams, fit_perf_params, optimize_many
 from ..errors import ValidationError
 
 __all__ = ["GoodputBeliefs"]
@@ -163,6 +163,47 @@ class GoodputBeliefs:
             good[sel] = g
             batch[sel] = replicas[sel] * atomic * (accum + 1)
         return good, batch
+
+    def table(self, jobs: list[int], k: int, nodes: np.ndarray, replicas: np.ndarray
+              ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """:meth:`best` for many jobs on one type in one vectorised evaluation
+        (:func:`~hetsched.adaptive.goodput.optimize_many`).
+
+        Returns
+        -------
+        goodput, batch : ndarray, shape (len(jobs), len(replicas))
+        known : ndarray of bool, shape (len(jobs),)
+            False for a job without a model on the type (its rows are 0; :meth:`best` gives
+            None for it); a job whose model has no profile on the type is known, at 0.
+        """
+        t = self.progress.types[k]
+        nodes = np.asarray(nodes, dtype=np.int64).reshape(-1)
+        replicas = np.asarray(replicas, dtype=np.int64).reshape(-1)
+        J, C = len(jobs), replicas.shape[0]
+        good = np.zeros((J, C))
+        batch = np.zeros((J, C), np.int64)
+        known = np.ones(J, bool)
+        rows, models, lo, hi, max_b = [], [], [], [], []
+        for i, j in enumerate(jobs):
+            prof = self.progress.models[j]
+            if t not in prof.machines:
+                continue
+            m = self.model(j, t)
+            if m is None:
+                known[i] = False
+                continue
+            mach = prof.machines[t]
+            rows.append(i)
+            models.append(m)
+            lo.append(int(mach.min_local_bsz))
+            max_b.append(int(prof.max_batch_size))
+            hi.append([self._max_atomic(prof.model, t, mach, N, K) for N, K in zip(nodes.tolist(), replicas.tolist())])
+        if rows:
+            g, atomic, accum = optimize_many(models, nodes, replicas, max_batch_size=np.array(max_b),
+                                             atomic_bsz_range=(np.array(lo), np.array(hi)))
+            good[rows] = g
+            batch[rows] = replicas[None, :] * atomic * (accum + 1)
+        return good, batch, known
 
     def _max_atomic(self, model: str, gpu_type: str, mach: Any, nodes: int, replicas: int) -> int:
         """The profiled per-GPU batch limit of a placement (cached; 0 where none)."""

@@ -38,11 +38,11 @@ from ..adaptive.search import SearchProblem, exact_search, genetic_search
 from ..rounds.protocol import RoundRows, RoundView
 from ..validation import check_choice, check_int, check_real
 from .adaptive_base import (
+    AdaptiveRounds,
     AdaptiveState,
     adaptive_progress,
     fair_replicas,
     prepare_state,
-    record,
     restart_factor,
     rows_for_choice,
 )
@@ -53,7 +53,7 @@ log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
-class Pollux:
+class Pollux(AdaptiveRounds):
     """Pollux's co-adaptive scheduling (see the module docstring).
 
     Parameters
@@ -101,10 +101,6 @@ class Pollux:
         check_int(self.max_gpus_per_job, "max_gpus_per_job", low=1)
         check_real(self.time_limit, "time_limit", low=0.0, allow_none=True)
 
-    def initial_state(self, start_time: float = 0.0) -> AdaptiveState:
-        """Nothing learned yet."""
-        return AdaptiveState()
-
     def speedups(self, view: RoundView, state: AdaptiveState) -> tuple[np.ndarray, np.ndarray]:
         """``(value, batch)``: each active job's discounted, scaled speedup and best batch on
         every configuration (rows: active jobs; columns: the configuration set)."""
@@ -117,27 +113,26 @@ class Pollux:
         fair = fair_replicas(G, n)
         value = np.zeros((n, C))
         batch = np.zeros((n, C), np.int64)
-        for i, j in enumerate(view.jobs.tolist()):
-            base = None
-            for k in range(len(view.gpu_types)):
-                cols = np.flatnonzero(cs.type_index == k)
-                if not cols.size:
-                    continue
-                got = beliefs.best(j, k, cs.nodes[cols], cs.gpus[cols])
-                if got is None:     # nothing reported yet: linear speedup (Pollux's prior)
+        jobs = view.jobs.tolist()
+        base = np.full(n, np.nan)
+        for k in range(len(view.gpu_types)):
+            cols = np.flatnonzero(cs.type_index == k)
+            if not cols.size:
+                continue
+            good, b, known = beliefs.table(jobs, k, cs.nodes[cols], cs.gpus[cols])
+            K = min(fair, int(cs.gpus[cols].max()))
+            fair_good = beliefs.table(jobs, k, np.array([beliefs.progress.nodes_for(k, K)]), np.array([K]))[0][:, 0]
+            for i, j in enumerate(jobs):
+                if not known[i]:     # nothing reported yet: linear speedup (Pollux's prior)
                     value[i, cols] = cs.gpus[cols] / fair
                     batch[i, cols] = [beliefs.initial_batch(j, g, view.gpu_types[k]) for g in cs.gpus[cols].tolist()]
                     continue
-                good, b = got
-                if base is None:
-                    K = min(fair, int(cs.gpus[cols].max()))
-                    N = beliefs.progress.nodes_for(k, K)
-                    fair_b = beliefs.best(j, k, np.array([N]), np.array([K]))
-                    base = float(fair_b[0][0]) if fair_b is not None else 0.0
-                if not base or base <= 0:   # its fair share cannot run it: its smallest runnable one instead
-                    base = float(good[good > 0][0]) if (good > 0).any() else 0.0
-                value[i, cols] = good / base if base > 0 else 0.0
-                batch[i, cols] = b
+                if not np.isfinite(base[i]) and beliefs.progress.has_type(j, k):
+                    # its fair share's goodput; where that share cannot run it, its smallest runnable one
+                    row = good[i]
+                    base[i] = fair_good[i] if fair_good[i] > 0 else (float(row[row > 0][0]) if (row > 0).any() else 0.0)
+                value[i, cols] = good[i] / base[i] if np.isfinite(base[i]) and base[i] > 0 else 0.0
+                batch[i, cols] = b[i]
         value *= H / max(G, 1)
         # restart discount on every allocation but the one held
         age = view.now - view.arrival
@@ -194,10 +189,6 @@ class Pollux:
                 "solve_status": res.status, "solve_s": solve_s, "solve_jobs": view.n_jobs,
                 "plan_s": time.perf_counter() - t0, "fitness": float(res.fitness)}
         return rows_for_choice(view, state, choice, b, rate, info)
-
-    def record_round(self, state: AdaptiveState, ran: RoundRows, seconds: np.ndarray) -> AdaptiveState:
-        """Learn from what ran (see :func:`~hetsched.schedulers.adaptive_base.record`)."""
-        return record(state, ran, seconds)
 
     def params(self) -> dict[str, Any]:
         """The parameters (for result labels)."""

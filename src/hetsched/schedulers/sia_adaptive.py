@@ -36,10 +36,10 @@ from ..policies import Sia
 from ..rounds.protocol import RoundRows, RoundView
 from ..validation import check_int, check_real
 from .adaptive_base import (
+    AdaptiveRounds,
     AdaptiveState,
     adaptive_progress,
     prepare_state,
-    record,
     restart_factor,
     rows_for_choice,
 )
@@ -50,7 +50,7 @@ log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
-class AdaptiveSia:
+class AdaptiveSia(AdaptiveRounds):
     """Sia with goodput models learned per GPU type (see the module docstring).
 
     Parameters
@@ -77,10 +77,6 @@ class AdaptiveSia:
         check_int(self.max_gpus_per_job, "max_gpus_per_job", low=1)
         check_real(self.mip_gap, "mip_gap", low=0.0)
 
-    def initial_state(self, start_time: float = 0.0) -> AdaptiveState:
-        """Nothing learned yet."""
-        return AdaptiveState()
-
     def goodputs(self, view: RoundView, state: AdaptiveState) -> tuple[np.ndarray, np.ndarray]:
         """``(goodput, batch)`` of every active job on every configuration, per-type models with
         Sia's projection for types without multi-GPU measurements."""
@@ -89,18 +85,18 @@ class AdaptiveSia:
         n, C, m = view.n_jobs, cs.n_configs, len(view.gpu_types)
         good = np.zeros((n, C))
         batch = np.zeros((n, C), np.int64)
-        for i, j in enumerate(view.jobs.tolist()):
-            per: dict[int, tuple[np.ndarray, np.ndarray]] = {}
-            for k in range(m):
-                cols = np.flatnonzero(cs.type_index == k)
-                if cols.size:
-                    got = beliefs.best(j, k, cs.nodes[cols], cs.gpus[cols])
-                    if got is not None:
-                        per[k] = got
+        jobs = view.jobs.tolist()
+        tables = {}
+        for k in range(m):
+            cols = np.flatnonzero(cs.type_index == k)
+            if cols.size:
+                tables[k] = (cols, *beliefs.table(jobs, k, cs.nodes[cols], cs.gpus[cols]))
+        for i, j in enumerate(jobs):
+            per = {k: (g[i], b[i]) for k, (_, g, b, known) in tables.items() if known[i]}
             measured = [k for k in per if beliefs.multi_gpu_measured(j, view.gpu_types[k])]
             ref = max(measured, key=lambda k: len(beliefs.samples.get((j, view.gpu_types[k]), {})), default=None)
             for k, (g, b) in per.items():
-                cols = np.flatnonzero(cs.type_index == k)
+                cols = tables[k][0]
                 if ref is not None and k not in measured:
                     g = _project(cs, cols, per[ref], view, ref, g)
                 good[i, cols] = g
@@ -161,10 +157,6 @@ class AdaptiveSia:
         rate = np.where(choice >= 0, good[idx, c], 0.0)
         info["plan_s"] = time.perf_counter() - t0
         return rows_for_choice(view, state, choice, b, rate, info)
-
-    def record_round(self, state: AdaptiveState, ran: RoundRows, seconds: np.ndarray) -> AdaptiveState:
-        """Learn from what ran."""
-        return record(state, ran, seconds)
 
     def params(self) -> dict[str, Any]:
         """The parameters (for result labels)."""

@@ -9,13 +9,13 @@ import ast
 import json
 import logging
 import math
-import os
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from ...errors import DataNotFoundError, ValidationError
+from ...errors import ValidationError
+from ..data_paths import locate_data
 from .tables import PairThroughputs, ThroughputCatalogue
 
 __all__ = [
@@ -143,27 +143,10 @@ def gavel_throughputs_path(path: str | Path | None = None) -> Path:
     DataNotFoundError
         No candidate exists; the message lists what was tried and where to get the file.
     """
-    tried: list[str] = []
-    if path is not None:
-        candidates = [(Path(path), "`path`")]
-    else:
-        candidates = []
-        env = os.environ.get(GAVEL_THROUGHPUTS_ENV)
-        if env:
-            candidates.append((Path(env), f"${GAVEL_THROUGHPUTS_ENV}"))
-        root = Path(__file__).resolve().parents[4]  # src/hetsched/inputs/throughputs/gavel.py -> the checkout
-        if (root / "pyproject.toml").is_file():
-            candidates.append(((root / _CHECKOUT_RELATIVE).resolve(), "beside the source checkout"))
-    for cand, why in candidates:
-        if cand.is_file():
-            return cand
-        tried.append(f"{str(cand)!r} ({why})")
-    raise DataNotFoundError(
-        "Gavel's measured throughput table (its scheduler/simulation_throughputs.json, from "
-        "github.com/stanford-futuredata/gavel) was not found; tried: "
-        + ("; ".join(tried) if tried else f"nothing (${GAVEL_THROUGHPUTS_ENV} is unset and this is not a source checkout)")
-        + f". Pass `path=`, or set ${GAVEL_THROUGHPUTS_ENV} to the file."
-    )
+    return locate_data(path, env=GAVEL_THROUGHPUTS_ENV, checkout_relative=_CHECKOUT_RELATIVE,
+                       accept=lambda cand: None if cand.is_file() else "",
+                       what="Gavel's measured throughput table (its scheduler/simulation_throughputs.json, from "
+                            "github.com/stanford-futuredata/gavel)")
 
 
 def gavel_throughputs(path: str | Path | None = None, *, strict: bool = False) -> ThroughputCatalogue:
