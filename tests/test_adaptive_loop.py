@@ -319,7 +319,9 @@ def test_model_without_profile_on_type_has_rate_zero(root: Path, tmp_path: Path)
     w = read_adaptive_workload(wl, profiles=tmp_path, machines={"t4": "aws"})
     p = AdaptiveProgress(w, CLUSTER)
     assert not p.has_type(0, 1) and p.rate(0, 1, 1, 1, 100, 0) == 0.0 and p.throughput(0, 1, 1, 100) == 0.0
-    T = w.trace(CLUSTER).jobs.throughputs
+    T = w.trace(CLUSTER).jobs.throughputs            # progress/s: gain 1 at the initial batch
+    assert T[0, 1] == 0.0 and T[0, 0] == pytest.approx(1 / 2.002 / 1.2)
+    T = dataclasses.replace(w, throughput_units="examples").trace(CLUSTER).jobs.throughputs   # examples/s
     assert T[0, 1] == 0.0 and T[0, 0] == pytest.approx(100 / 2.002 / 1.2)
 
 
@@ -476,7 +478,7 @@ def _beliefs_close(rec: Recorder, res: Any, w: AdaptiveWorkload, per_type: bool)
         else:
             continue
         perf = beliefs.perf(j, key if per_type else res.gpu_types[ran[0]])
-        for (n, k, atomic) in store:
+        for (_t, n, k, atomic) in store:
             want = times(machine, n, k, atomic)[0]
             got = float(iteration_time(perf, n, k, atomic, 0))
             assert got == pytest.approx(want, rel=0.10), (j, key, n, k, atomic, got, want)
@@ -824,7 +826,7 @@ def test_real_workload_trace(sia_root: Path) -> None:
     w = sia_workload("philly", 1, path=sia_root)
     assert w.n_jobs == 160 and w.gpu_types == ("t4", "rtx", "a100")
     cluster = _paper_cluster()
-    trace = w.trace(cluster)
+    trace = dataclasses.replace(w, throughput_units="examples").trace(cluster)   # Sia's Gavel view
     T = np.asarray(trace.jobs.throughputs)
     assert T.shape == (160, 3) and (T.max(axis=1) > 0).all()
     # examples/s of the submitted configuration, times the calibration, on the fewest nodes
@@ -872,3 +874,39 @@ def test_real_pollux_exact_vs_genetic(sia_root: Path, monkeypatch: pytest.Monkey
         for seed in (0, 1):
             gen = genetic_search(prob, seed=seed, population=10, generations=10)
             assert f_ex >= prob.fitness(gen.choice) - 1e-12
+
+
+def test_trace_throughput_units_progress_matches_remaining_work_and_examples_is_gavels() -> None:
+    """What a non-adaptive policy sees: by default throughputs in progress/s (the unit of
+    steps_remaining: remaining / throughput is the job's time in its first epoch at its
+    submitted configuration); "examples" gives examples/s (Sia's Gavel view), a different unit."""
+    from hetsched.errors import DataNotFoundError
+    from hetsched.inputs.adaptive import AdaptiveProgress, sia_workload
+    from hetsched.reproduce.sia_table3 import table3_cluster
+
+    try:
+        w = sia_workload("philly", 1)
+    except DataNotFoundError:
+        pytest.skip("Sia's artifact data is not on this machine")
+    cluster = table3_cluster()
+    prog = AdaptiveProgress(w, cluster)
+    f = w.table.frame
+    tr = w.trace(cluster)
+    ex = dataclasses.replace(w, throughput_units="examples").trace(cluster)
+    for j in (0, 1, 2):
+        K, b = int(f["num_replicas"].iloc[j]), int(f["batch_size"].iloc[j])
+        for k in range(3):
+            nodes = prog.nodes_for(k, K)
+            atomic, accum = prog.split_batch(j, k, nodes, K, b)
+            prof = prog.models[j]
+            sqr, var = (float(np.asarray(v).reshape(-1)[0]) for v in prof.grad_stats(np.array([K * atomic * (accum + 1)]), 0))
+            step, sync = (float(np.asarray(v).reshape(-1)[0]) for v in prof.machines[prog.types[k]].times(
+                np.array([nodes]), np.array([K]), np.array([atomic])))
+            scale = K * atomic * (accum + 1) / prof.init_batch_size
+            rate = (var + sqr) / (var / scale + sqr) / (step + accum * (step - sync)) * prof.calibration
+            assert tr.jobs.throughputs[j, k] == pytest.approx(rate, rel=1e-9)
+            assert ex.jobs.throughputs[j, k] == pytest.approx(K * atomic * (accum + 1) / (step + accum * (step - sync))
+                                                              * prof.calibration, rel=1e-9)
+    assert tr.meta["throughput_units"] == "progress" and ex.meta["throughput_units"] == "examples"
+    with pytest.raises(ValidationError, match="throughput_units"):
+        dataclasses.replace(w, throughput_units="steps")

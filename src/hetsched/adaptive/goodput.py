@@ -495,6 +495,12 @@ def optimize_many(models: list[GoodputModel], nodes: Any, replicas: Any, *, max_
             raise ValidationError(f"`models` must hold GoodputModel objects; position {i} has {type(m).__name__}.")
     n, k = _placement(np.asarray(nodes).reshape(-1), np.asarray(replicas).reshape(-1))
     J, C = len(models), n.shape[0]
+    if not (isinstance(atomic_bsz_range, (tuple, list)) and len(atomic_bsz_range) == 2):
+        raise fail("atomic_bsz_range", "a pair (lo of shape (n_models,), hi of shape (n_models, n_configs))",
+                   atomic_bsz_range, shown=f"{show(atomic_bsz_range):.80}")
+    if np.shape(atomic_bsz_range[1]) != (J, C):
+        raise ValidationError(f"`atomic_bsz_range[1]` must have shape (n_models, n_configs) = ({J}, {C}); got "
+                              f"{np.shape(atomic_bsz_range[1])}.")
     m0 = np.array([m.init_batch_size for m in models], dtype=float)
     max_bsz = _array(max_batch_size, "max_batch_size", integer=True, low=1.0).reshape(-1)
     lo = _array(atomic_bsz_range[0], "atomic_bsz_range[0]", integer=True, low=1.0).reshape(-1)

@@ -76,6 +76,13 @@ class AdaptiveWorkload:
         The measured profile of each model (every model of ``table`` must have one).
     source : str
         Where the jobs came from (recorded in results).
+    throughput_units : {"progress", "examples"}
+        What a scheduler that does not adapt is given as throughput (:meth:`trace`):
+        ``"progress"`` (default), progress per second, the unit of ``steps_remaining``, so that
+        every policy that divides remaining work by throughput is consistent; ``"examples"``,
+        examples per second, what Gavel's policy is given in Sia's comparison (only
+        ``max_sum_throughput``, which compares throughputs and never remaining work, should
+        see it).
 
     Examples
     --------
@@ -92,8 +99,11 @@ class AdaptiveWorkload:
     profiles: Mapping[str, ModelProfile]
     source: str = "adaptive"
     meta: dict[str, Any] = field(default_factory=dict)
+    throughput_units: str = "progress"
 
     def __post_init__(self) -> None:
+        if self.throughput_units not in ("progress", "examples"):
+            raise ValidationError(f"`throughput_units` must be 'progress' or 'examples'; got {self.throughput_units!r}.")
         if not isinstance(self.table, AdaptiveJobTable):
             raise ValidationError(f"`table` must be an AdaptiveJobTable; got {type(self.table).__name__}.")
         missing = sorted(set(self.table.frame["model"]) - set(self.profiles))
@@ -119,10 +129,11 @@ class AdaptiveWorkload:
         """The workload as a scheduler that does not adapt sees it (Sia's "TunedJobs").
 
         Each job runs on its submitted ``num_replicas`` GPUs at its submitted batch size, on
-        the fewest nodes of each type; its throughput on a type is examples/s times the
-        model's calibration factor (what Gavel's policy is given in Sia's comparison), 0
-        where the type has no profile or the gang does not fit. ``steps_remaining`` is the
-        progress at which the job completes (in the units of :class:`AdaptiveProgress`).
+        the fewest nodes of each type; its throughput on a type is its progress rate in its
+        first epoch (``throughput_units="progress"``) or examples/s times the model's
+        calibration factor (``"examples"``), 0 where the type has no profile or the gang does
+        not fit. ``steps_remaining`` is the progress at which the job completes (the units of
+        :class:`AdaptiveProgress`).
         """
         prog = AdaptiveProgress(self, cluster)
         f = self.table.frame
@@ -130,13 +141,18 @@ class AdaptiveWorkload:
         n, m = self.n_jobs, len(types)
         T = np.zeros((n, m))
         for j in range(n):
-            for k, t in enumerate(types):
-                T[j, k] = prog.throughput(j, k, int(f["num_replicas"].iloc[j]), int(f["batch_size"].iloc[j]))
+            K, b = int(f["num_replicas"].iloc[j]), int(f["batch_size"].iloc[j])
+            for k in range(m):
+                if self.throughput_units == "examples":
+                    T[j, k] = prog.throughput(j, k, K, b)
+                elif K <= prog.capacity[k]:
+                    T[j, k] = prog.rate(j, k, prog.nodes_for(k, K), K, b, 0)
         jobs = JobSet(T, gpu_types=types, ids=f["name"].to_numpy(dtype=object),
                       scale_factors=f["num_replicas"].to_numpy(np.int64), steps_remaining=prog.completion,
                       arrival_times=f["arrival"].to_numpy(float))
         return Workload(jobs, job_types=f["model"].to_numpy(dtype=object), source=self.source,
-                        meta={**self.meta, "adaptive": True, "n_models": len(self.profiles)})
+                        meta={**self.meta, "adaptive": True, "n_models": len(self.profiles),
+                              "throughput_units": self.throughput_units})
 
 
 class AdaptiveProgress:
@@ -213,8 +229,13 @@ class AdaptiveProgress:
         ``epoch`` (0 where the model has no profile on the type)."""
         if not self.has_type(job, k):
             return 0.0
-        atomic, accum = self.split_batch(job, k, nodes, replicas, batch)
-        return float(self.models[job].progress_rate(self.types[k], nodes, replicas, atomic, accum, epoch))
+        try:
+            atomic, accum = self.split_batch(job, k, nodes, replicas, batch)
+            return float(self.models[job].progress_rate(self.types[k], nodes, replicas, atomic, accum, epoch))
+        except ValidationError as exc:   # a placement or batch outside the profile: the job cannot run so
+            log.info("job %s cannot run on %d GPU(s) of %s over %d node(s) at batch %d: %s", self.names[job],
+                     replicas, self.types[k], nodes, batch, exc)
+            return 0.0
 
     def throughput(self, job: int, k: int, replicas: int, batch: int) -> float:
         """Examples/s (times the calibration factor) of ``job`` on ``replicas`` GPUs of type

@@ -20,6 +20,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from ..errors import ValidationError
 from .protocol import RoundRows
 
 __all__ = ["ROUND_COLUMNS", "RUN_COLUMNS", "Ledger"]
@@ -54,7 +55,11 @@ class Ledger:
         n = total.shape[0]
         self.total = total
         self.m = n_types
-        self.restart_seconds = np.broadcast_to(np.asarray(restart_seconds, dtype=float), (n,)).copy()
+        rs = np.asarray(restart_seconds, dtype=float)
+        if rs.ndim > 1 or (rs.ndim == 1 and rs.shape[0] != n) or not (np.isfinite(rs) & (rs >= 0)).all():
+            raise ValidationError(f"`restart_seconds` must be one finite number >= 0 or one per job ({n}); got "
+                                  f"shape {rs.shape}.")
+        self.restart_seconds = np.broadcast_to(rs, (n,)).copy()
         self._restarts = bool((self.restart_seconds > 0).any())
         self.record_runs = record_runs
         self.done = np.zeros(n)

@@ -17,6 +17,7 @@ from typing import Any
 
 import numpy as np
 
+from ..errors import SchedulerError
 from ..inputs.cluster import Cluster
 from ..placement import place
 from .ledger import Ledger
@@ -139,7 +140,8 @@ def true_rates(adaptive: Any, rows: RoundRows, spread: np.ndarray, moved: np.nda
     the gradient statistics change. What a scheduler put in ``rate`` is only its belief.
     """
     if rows.is_pair.any():
-        raise ValueError("adaptive jobs do not share GPUs: a scheduler returned a space-sharing pair")
+        raise SchedulerError("adaptive jobs do not share GPUs: the scheduler returned a space-sharing pair "
+                             f"(job {int(rows.job[rows.is_pair][0])}, partner {int(rows.partner[rows.is_pair][0])}).")
     j, k, g = rows.job, rows.gpu_type, rows.gpus
     held = (ledger.last_type[j] == k) & (ledger.last_gpus[j] == g) & ~moved
     restart = np.where(held, 0.0, ledger.restart_seconds[j])

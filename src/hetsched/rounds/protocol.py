@@ -40,6 +40,7 @@ import numpy as np
 
 from ..errors import SchedulerError
 from ..formulations.base import Policy
+from ..inputs.adaptive import AdaptiveWorkload
 from ..inputs.cluster import Cluster
 from ..inputs.jobs import JobSet
 from ..inputs.trace import Trace
@@ -303,9 +304,9 @@ class RoundScheduler(Protocol):
 SchedulerLike: TypeAlias = str | Policy | RoundScheduler
 
 #: What a driver accepts as its workload: a trace, a JobSet with ``steps_remaining``, a
-#: sampled Workload, or a mapping (a generator spec for
-#: :func:`~hetsched.inputs.trace.generate_workload`).
-WorkloadLike: TypeAlias = Trace | JobSet | Workload | Mapping[str, Any]
+#: sampled Workload, adaptive jobs (:class:`~hetsched.inputs.adaptive.AdaptiveWorkload`), or a
+#: mapping (a generator spec for :func:`~hetsched.inputs.trace.generate_workload`).
+WorkloadLike: TypeAlias = Trace | JobSet | Workload | AdaptiveWorkload | Mapping[str, Any]
 
 
 def check_rows(rows: RoundRows, view: RoundView, *, tol: float = 1e-9) -> None:

@@ -11,7 +11,6 @@ so any choice within each type's GPU count packs onto the servers.
 from __future__ import annotations
 
 import math
-import time
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -135,11 +134,6 @@ def record(state: AdaptiveState, ran: RoundRows, seconds: np.ndarray) -> Adaptiv
             del state.current[j]
     state.rounds += 1
     return state
-
-
-def timed(t0: float) -> float:
-    """Seconds since ``t0``."""
-    return time.perf_counter() - t0
 
 
 def fair_replicas(total_gpus: int, n_jobs: int) -> int:

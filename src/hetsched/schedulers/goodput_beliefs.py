@@ -29,7 +29,13 @@ from typing import Any
 
 import numpy as np
 
-from ..adaptive.goodput import GoodputModel, GradParams, PerfParams, fit_perf_params, optimize_many
+from ..adaptive.goodput import (
+    GoodputModel,
+    GradParams,
+    PerfParams,
+    fit_perf_params,
+    optimize_many,
+)
 from ..errors import ValidationError
 
 __all__ = ["GoodputBeliefs"]
@@ -57,7 +63,9 @@ class GoodputBeliefs:
         self.progress = progress
         self.per_type = bool(per_type)
         self.seed_single_gpu = bool(seed_single_gpu)
-        self.samples: dict[tuple[int, str], dict[tuple[int, int, int], tuple[float, float]]] = {}
+        # (job, model key) -> (GPU type, nodes, replicas, atomic batch) -> (step, sync): the type is
+        # kept so that a pooled (Pollux) model keeps every type's measurement of a placement
+        self.samples: dict[tuple[int, str], dict[tuple[str, int, int, int], tuple[float, float]]] = {}
         self.grad: dict[int, GradParams] = {}
         self._perf: dict[tuple[int, str], PerfParams | None] = {}
         self._last: dict[tuple[int, str], PerfParams] = {}   # the previous fit: the next one's warm start
@@ -83,7 +91,7 @@ class GoodputBeliefs:
             one = mach.single_gpu_samples()
             store = self.samples.setdefault((job, self._key(t)), {})
             for bsz, step, sync in zip(one["local_bsz"], one["step_time"], one["sync_time"]):
-                store.setdefault((1, 1, int(bsz)), (float(step), float(sync)))
+                store.setdefault((t, 1, 1, int(bsz)), (float(step), float(sync)))
             self._perf.pop((job, self._key(t)), None)
 
     def observe(self, job: int, report: Mapping[str, Any]) -> None:
@@ -91,7 +99,7 @@ class GoodputBeliefs:
         self.see(job)
         key = (job, self._key(str(report["gpu_type"])))
         store = self.samples.setdefault(key, {})
-        cfg = (int(report["nodes"]), int(report["replicas"]), int(report["atomic_bsz"]))
+        cfg = (str(report["gpu_type"]), int(report["nodes"]), int(report["replicas"]), int(report["atomic_bsz"]))
         if cfg not in store:
             store[cfg] = (float(report["step_time"]), float(report["sync_time"]))
             self._perf.pop(key, None)
@@ -106,7 +114,7 @@ class GoodputBeliefs:
         store = self.samples.get(key)
         if not store:
             return None
-        cfg = np.array(list(store), dtype=np.int64)
+        cfg = np.array([key[1:] for key in store], dtype=np.int64)
         times = np.array(list(store.values()), dtype=float)
         step, sync = times[:, 0], times[:, 1]
         fit = fit_perf_params(cfg[:, 0], cfg[:, 1], cfg[:, 2], np.maximum(step - sync, 1e-9), step,
@@ -121,7 +129,7 @@ class GoodputBeliefs:
 
     def multi_gpu_measured(self, job: int, gpu_type: str) -> bool:
         """Whether ``job`` has a measurement on more than one GPU of ``gpu_type``."""
-        return any(r > 1 for (_, r, _) in self.samples.get((job, self._key(gpu_type)), {}))
+        return any(t == gpu_type and r > 1 for (t, _, r, _) in self.samples.get((job, self._key(gpu_type)), {}))
 
     # ------------------------------------------------------------------ evaluating
     def model(self, job: int, gpu_type: str) -> GoodputModel | None:

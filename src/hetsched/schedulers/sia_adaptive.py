@@ -176,9 +176,9 @@ def _project(cs: Any, cols: np.ndarray, ref: tuple[np.ndarray, np.ndarray], view
     if not one_ref.size or not one_own.size or one_ref[0] <= 0:
         return own
     ratio = one_own[0] / one_ref[0]
-    by_gpus = dict(zip(cs.gpus[ref_cols].tolist(), ref_good.tolist()))
+    by_shape = dict(zip(zip(cs.gpus[ref_cols].tolist(), cs.nodes[ref_cols].tolist()), ref_good.tolist()))
     out = own.copy()
-    for i, g in enumerate(cs.gpus[cols].tolist()):
-        if g > 1 and g in by_gpus:
-            out[i] = by_gpus[g] * ratio
+    for i, shape in enumerate(zip(cs.gpus[cols].tolist(), cs.nodes[cols].tolist())):
+        if shape[0] > 1 and shape in by_shape:   # same GPUs on the same number of nodes
+            out[i] = by_shape[shape] * ratio
     return out

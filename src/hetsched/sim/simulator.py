@@ -69,13 +69,16 @@ def simulate(scheduler: SchedulerLike, workload: WorkloadLike, cluster: Cluster,
     Parameters
     ----------
     scheduler : str, Policy or RoundScheduler
-        A registered policy name (``hetsched.list_policies()``), a policy object, e.g.
+        A registered policy or round-scheduler name
+        (:func:`hetsched.schedulers.names.list_schedulers`), a policy object, e.g.
         ``hetsched.policies.MaxMinFairness(heterogeneity_aware=False)`` (both run through
         :class:`~hetsched.sim.PolicyScheduler`), or any round scheduler
         (:class:`~hetsched.sim.RoundScheduler`), e.g. :class:`hetsched.Tiresias`.
-    workload : Trace, JobSet, Workload or Mapping
+    workload : Trace, JobSet, Workload, AdaptiveWorkload or Mapping
         The jobs (see :class:`~hetsched.sim.Trace`); a JobSet needs ``steps_remaining``
-        (total steps). A mapping is a generator spec passed to
+        (total steps). Adaptive jobs (:class:`~hetsched.inputs.adaptive.AdaptiveWorkload`)
+        progress at their true goodput on whatever the scheduler gives them, and each start on
+        new GPUs costs the model's restart time (``docs/adaptive.md``). A mapping is a generator spec passed to
         :func:`~hetsched.sim.generate_workload` with ``seed``, e.g.
         ``{"n_jobs": 200, "rate_per_hour": 2.0}``; it gets entities when the policy needs
         them and a pair table when it packs ``"workload"`` pairs.
