@@ -141,11 +141,14 @@ def test_missing_throughput_table_row(tmp_path):
     assert "'CycleGAN', scale factor 1" in tr.meta["skipped"][1]
 
 
-def test_all_rows_skipped_gives_empty_trace(tmp_path):
+def test_all_rows_skipped_is_an_error_that_counts_them(tmp_path):
+    """Every row lacking a throughput-table row leaves 0 jobs: an error that counts the rows and
+    the reason (a trace of 0 jobs is always an error, issue 30), whatever ``errors`` says."""
     p = write(tmp_path, [row7(LM, "100", "0", "32"), row7(R18, "100", "5", "64")])
-    tr = read_gavel_trace(p, TPUT, errors="skip")
-    assert tr.n_jobs == 0
-    assert tr.meta["no_throughput_row"] == 2 and len(tr.meta["skipped"]) == 2
+    for errors in ("skip", "drop"):
+        with pytest.raises(ValidationError, match=r"2 row\(s\) read, 0 kept; not kept: \{'no_throughput_row': 2\}; "
+                                                  r"e\.g\. .*line 1: unknown job type"):
+            read_gavel_trace(p, TPUT, errors=errors)
 
 
 # ------------------------------------------------------------------------------ real files

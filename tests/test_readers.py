@@ -135,11 +135,17 @@ def test_gavel_job_larger_than_cluster_and_missing_files(tmp_path):
         read_gavel_trace(FIX / "gavel_small.trace", TPUT, errors="ignore")
 
 
-def test_gavel_empty_trace(tmp_path):
-    tr = read_gavel_trace(write(tmp_path, "empty.trace", ""), TPUT)
-    assert tr.n_jobs == 0
-    res = simulate("max_min_fairness", tr, hs.Cluster({"v100": 1}))
-    assert res.summary["n_jobs"] == 0
+def test_gavel_trace_with_no_job_is_an_error(tmp_path):
+    """A trace that ends with 0 jobs is always an error (issue 30): an empty file, and a file
+    whose only job type has no throughput-table row (which used to load as 0 jobs, exit 0)."""
+    with pytest.raises(ValidationError, match=r"no job to replay: 0 row\(s\) read, 0 kept \(the file holds no job"):
+        read_gavel_trace(write(tmp_path, "empty.trace", ""), TPUT)
+    unknown = write(tmp_path, "unknown.trace", "NoSuchModel (batch size 1)\tcmd\tdir\t--num_steps\t1\t100\t1\t1\t-1\t0\n"
+                                             "NoSuchModel (batch size 1)\tcmd\tdir\t--num_steps\t1\t100\t1\t1\t-1\t5\n")
+    with pytest.raises(ValidationError, match=r"2 row\(s\) read, 0 kept; not kept: \{'no_throughput_row': 2\}"):
+        read_gavel_trace(unknown, TPUT)
+    with pytest.raises(ValidationError, match="no job to replay"):
+        read_gavel_trace(unknown, TPUT, errors="skip")
 
 
 @pytest.mark.skipif(not GAVEL_PATH.is_file(), reason="Gavel's throughput table not present")
@@ -643,3 +649,13 @@ def test_one_module_per_format_and_readers_keeps_every_name():
 def test_readers_give_the_one_workload_container():
     tr = read_gavel_trace(FIX / "gavel_small.trace", TPUT)
     assert isinstance(tr, hs.Workload) and tr.for_simulation() is tr
+
+
+def test_helios_header_only_is_a_clear_error_not_pandas_empty_data(tmp_path):
+    """A Helios log with its header and no record (issue 30: pandas' EmptyDataError escaped)."""
+    from hetsched.inputs.traces import load_trace
+
+    header = (FIX / "helios_cluster_log_small.csv").read_text().splitlines()[0] + "\n"
+    p = write(tmp_path, "cluster_log.csv", header)
+    with pytest.raises(ValidationError, match=r"cluster_log\.csv: no job to replay: 0 row\(s\) read, 0 kept"):
+        load_trace(p, "helios")

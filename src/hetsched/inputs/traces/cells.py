@@ -506,6 +506,7 @@ def finish_table(chk: RowChecks, report: LoadReport, cols: dict[str, Any], *, so
         df["arrival"] = df["arrival"] - t0
         meta["time_origin"] = t0
     report.kept = len(df)
+    report.require_jobs()
     meta["skipped"] = list(report.skipped)
     meta["load_report"] = report.to_dict()
     df.attrs["source"] = report.source
@@ -566,6 +567,8 @@ def csv_columns(text: str, width: int | None = None, *, numeric: Sequence[int] =
     first = lines[0] - 1 if lines else 0
     if skip_first:
         lines = lines[1:]
+    if not lines:   # a header and no record: the row-by-row path (pandas would raise EmptyDataError)
+        return None
     used = list(range(w)) if usecols is None else sorted(set(usecols))
     kw: dict[str, Any] = {"header": None, "keep_default_na": False, "skip_blank_lines": True, "usecols": used,
                           "quoting": csv.QUOTE_NONE, "engine": "c", "skiprows": [first] if skip_first else None}
@@ -598,10 +601,10 @@ def csv_table(text: str, width: int | None, *, fill: str | None, numeric: Sequen
         lines, cols = fast
         return lines, np.full(len(lines), len(cols), dtype=np.int64), cols
     lines, rows = csv_records(text)
+    ncols = width if width is not None else (len(rows[0]) if rows else 0)   # the header's width, with skip_first
     if skip_first:
         lines, rows = lines[1:], rows[1:]
     counts = np.fromiter(map(len, rows), dtype=np.int64, count=len(rows))
-    ncols = width if width is not None else (len(rows[0]) if rows else 0)
     return lines, counts, columns_of(rows, ncols, strip=False, fill=fill)
 
 

@@ -128,10 +128,7 @@ def read_gavel_trace(
     report.kept = int(keep.size)
     meta = _gavel_meta(p, report, cat, formats)
     report.log_summary()
-    if keep.size == 0:
-        T = np.zeros((0, len(cat.gpu_types)))
-        return Workload(JobSet(T, gpu_types=cat.gpu_types, steps_remaining=np.zeros(0), arrival_times=np.zeros(0)),
-                        source=f"gavel:{p.name}", meta=meta)
+    report.require_jobs()
     kept = {name: col.values[keep] for name, col in cols.items()}
     return _gavel_trace_of(p, chk, keep, cat, ref, [jt[i] for i in keep.tolist()], kept, cluster, meta)
 

@@ -138,6 +138,18 @@ class LoadReport:
                 "filtered": dict(self.counts["filtered"]),
                 "examples": {k: list(v) for k, v in self.examples.items()}}
 
+    def require_jobs(self) -> None:
+        """Raise when no row was kept: a trace of 0 jobs is never what a caller wants (issue
+        30). The message counts the rows and says why each kind was not kept."""
+        if self.kept > 0:
+            return
+        why = {**self.counts["dropped"], **self.counts["malformed"], **self.counts["filtered"]}
+        first = next(iter(self.examples.values()), [""])[0] if self.examples else ""
+        raise ValidationError(
+            f"{self.source}: no job to replay: {self.rows} row(s) read, 0 kept"
+            + (f"; not kept: {why}" if why else " (the file holds no job rows)")
+            + (f"; e.g. {first}" if first else "") + ".")
+
     def log_summary(self) -> None:
         """One log line: WARNING when rows were dropped or malformed, else INFO."""
         lost = {**self.counts["dropped"], **self.counts["malformed"]}
