@@ -42,6 +42,14 @@ def test_policies_lists_every_name_simulate_takes(capsys: pytest.CaptureFixture[
     assert names == sorted(set(hetsched.list_policies()) | {"tiresias", "pollux", "sia_adaptive", "optimus"})
 
 
+def test_simulate_packing_workload_from_the_command_line(capsys: pytest.CaptureFixture[str]) -> None:
+    """--param packing=workload works on generated jobs: the generated table gets its pair
+    table (issue 30, item 4: it used to fail with advice only Python could follow)."""
+    assert main(["simulate", "--policy", "max_min_fairness", "--param", "packing=workload", "--jobs", "6",
+                 "--no-progress"]) == 0
+    assert "packing" in capsys.readouterr().out
+
+
 def test_simulate_runs_a_round_scheduler_by_name(capsys: pytest.CaptureFixture[str]) -> None:
     """One name space: --policy takes Tiresias (not an LP policy) like any policy (issue 30, item 4)."""
     assert main(["simulate", "--policy", "tiresias", "--jobs", "6", "--no-progress"]) == 0

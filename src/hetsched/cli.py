@@ -390,7 +390,8 @@ def _make_policy(name: str, params: Sequence[str], *, schedulers: bool = True):
     return make_scheduler(name, **kw) if schedulers else make_policy(name, **kw)
 
 
-def _catalogue(args: argparse.Namespace, gpu_types: Sequence[str] | None = None) -> ThroughputCatalogue:
+def _catalogue(args: argparse.Namespace, gpu_types: Sequence[str] | None = None, *,
+               pairs: bool = False) -> ThroughputCatalogue:
     if args.throughputs is not None:
         cat = load_gavel_throughputs(args.throughputs)
         if gpu_types is not None:
@@ -406,10 +407,17 @@ def _catalogue(args: argparse.Namespace, gpu_types: Sequence[str] | None = None)
             f"`--cluster` names GPU types {unknown} that the generator has no speedup for "
             f"(known: {sorted(DEFAULT_SPEEDUPS)}); pass --throughputs with a table that has them."
         )
-    return generate_catalogue(gpu_types=spec, seed=args.seed)
+    return generate_catalogue(gpu_types=spec, seed=args.seed, pairs=pairs)
 
 
-def _workload(args: argparse.Namespace, cluster: Cluster):
+def _needs_pairs(pol: Any) -> bool:
+    """Whether a policy packs pairs from the workload's table (``--param packing=workload``):
+    the generated catalogue then carries a pair table."""
+    tables = getattr(pol, "workload_tables", None)
+    return callable(tables) and "packing" in tables()
+
+
+def _workload(args: argparse.Namespace, cluster: Cluster, *, pairs: bool = False):
 
     if args.trace is not None and args.trace_format == "sia":
         unknown = [t for t in cluster.gpu_types if t not in SIA_MACHINE_SUFFIXES]
@@ -427,7 +435,7 @@ def _workload(args: argparse.Namespace, cluster: Cluster):
             print(f"note: {args.trace}: {rep.get('rows')} rows, {rep.get('kept')} kept; not kept: {lost}", file=sys.stderr)
         return trace
     check_int(args.jobs, "--jobs", low=0)
-    cat = _catalogue(args, cluster.gpu_types)
+    cat = _catalogue(args, cluster.gpu_types, pairs=pairs)
     probs = {1: 1.0} if args.single_gpu else (0.70, 0.10, 0.15, 0.05)
     return generate_workload(args.jobs, rate_per_hour=args.rate, seed=args.seed, catalogue=cat,
                              scale_factor_probs=probs, long_job_prob=args.long_job_prob)
@@ -618,8 +626,8 @@ def _simulate(args: argparse.Namespace, out: TextIO) -> int:
             raise ValidationError(f"`--config` {args.config!r} describes {len(res)} runs; use `sweep --config` for it.")
     else:
         cluster = _parse_cluster(args.cluster, args.gpus_per_server)
-        trace = _workload(args, cluster)
         pol = _make_policy(args.policy, args.param)
+        trace = _workload(args, cluster, pairs=_needs_pairs(pol))
         opts = make_options(seed=args.seed, progress=progress, record_runs=args.runs, **_sim_kwargs(args))
         res = simulate(pol, trace, cluster, options=opts)
     _print_summary(res, out)
