@@ -160,3 +160,27 @@ def test_ftf_worst_rho_not_above_fifo(catalogue) -> None:
     fifo, rho = ftf_run("fifo", 0, catalogue, 3.0, (100, 200))
     assert ftf["worst_ftf"] <= fifo["worst_ftf"] + 1e-9
     assert rho.size == fifo["n_completed"] == 100 and rho.max() == pytest.approx(fifo["worst_ftf"])
+
+
+def test_all_experiments_skip_one_whose_data_is_absent_but_a_named_one_raises(monkeypatch) -> None:
+    """`reproduce` with no name runs what it can (sia_table3 needs Sia's artifact data); asked
+    for by name, a missing data set is an error."""
+    import hetsched.reproduce as rp
+    from hetsched.errors import DataNotFoundError
+    from hetsched.reproduce.base import Experiment, ExperimentResult
+
+    def absent(settings):
+        raise DataNotFoundError("not here")
+
+    ran = []
+
+    def ok(settings):
+        ran.append("ok")
+        return ExperimentResult("ok", pd.DataFrame(), pd.DataFrame())
+
+    monkeypatch.setattr(rp, "EXPERIMENTS", {"needs_data": Experiment("needs_data", "t", absent, None),
+                                            "ok": Experiment("ok", "t", ok, None)})
+    results = rp.run_experiments(None, Settings(quick=True))
+    assert [r.name for r in results] == ["ok"] and ran == ["ok"]
+    with pytest.raises(DataNotFoundError, match="not here"):
+        rp.run_experiments(["needs_data"], Settings(quick=True))
