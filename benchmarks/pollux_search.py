@@ -31,7 +31,6 @@ Usage::
 from __future__ import annotations
 
 import argparse
-import csv
 import math
 import os
 import platform
@@ -40,6 +39,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 import numpy as np
+from _table import format_header, format_line, write_csv
 
 import hetsched as hs
 from hetsched.adaptive.search import SearchProblem, exact_search, genetic_search
@@ -127,31 +127,6 @@ COLUMNS: tuple[tuple[str, str, str], ...] = (
 )
 
 
-def _width(fmt: str) -> str:
-    return "".join(ch for ch in fmt if ch.isdigit() or ch == ".").split(".")[0]
-
-
-def format_header() -> str:
-    return " ".join(format(h, f"{fmt[0]}{_width(fmt)}") for _, h, fmt in COLUMNS)
-
-
-def format_line(row: dict) -> str:
-    cells = []
-    for key, _, fmt in COLUMNS:
-        v = row[key]
-        cells.append(format("-", f">{_width(fmt)}") if isinstance(v, float) and math.isnan(v) else format(v, fmt))
-    return " ".join(cells)
-
-
-def write_csv(rows: Sequence[dict], path: Path) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    with path.open("w", newline="") as fh:
-        writer = csv.DictWriter(fh, fieldnames=list(rows[0]))
-        writer.writeheader()
-        for row in rows:
-            writer.writerow({k: (f"{v:.8g}" if isinstance(v, float) else v) for k, v in row.items()})
-
-
 def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -178,13 +153,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     print(f"Pollux search, p = -1, mip_gap = {args.mip_gap}, time limit {args.time_limit}s, "
           f"GA {args.population} x {args.generations}; {platform.processor() or platform.machine()}, "
           f"{os.cpu_count()} CPUs", flush=True)
-    print(format_header(), flush=True)
+    print(format_header(COLUMNS), flush=True)
     rows = []
     for gpus, jobs in SIZES[:1] if args.quick else SIZES:
         row = run_one(gpus, jobs, args)
-        print(format_line(row), flush=True)
+        print(format_line(row, COLUMNS), flush=True)
         rows.append(row)
-    write_csv(rows, args.out)
+    write_csv(rows, args.out, digits=8)
     for r in rows:
         if r["ratio"] > 1 + 1e-9:
             print(f"note: {r['gpus']} GPUs x {r['jobs']} jobs: the genetic search beat the exact one "

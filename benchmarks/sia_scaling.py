@@ -30,7 +30,6 @@ Usage::
 from __future__ import annotations
 
 import argparse
-import csv
 import math
 import os
 import platform
@@ -39,6 +38,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 import numpy as np
+from _table import format_header, format_line, write_csv
 
 import hetsched as hs
 from hetsched.formulations.sia.policy import Sia
@@ -118,31 +118,6 @@ COLUMNS: tuple[tuple[str, str, str], ...] = (
 )
 
 
-def _width(fmt: str) -> str:
-    return "".join(ch for ch in fmt if ch.isdigit() or ch == ".").split(".")[0]
-
-
-def format_header() -> str:
-    return " ".join(format(h, f"{fmt[0]}{_width(fmt)}") for _, h, fmt in COLUMNS)
-
-
-def format_line(row: dict) -> str:
-    cells = []
-    for key, _, fmt in COLUMNS:
-        v = row[key]
-        cells.append(format("-", f">{_width(fmt)}") if isinstance(v, float) and math.isnan(v) else format(v, fmt))
-    return " ".join(cells)
-
-
-def write_csv(rows: Sequence[dict], path: Path) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    with path.open("w", newline="") as fh:
-        writer = csv.DictWriter(fh, fieldnames=list(rows[0]))
-        writer.writeheader()
-        for row in rows:
-            writer.writerow({k: (f"{v:.6g}" if isinstance(v, float) else v) for k, v in row.items()})
-
-
 def notes(rows: Sequence[dict], mip_gap: float) -> list[str]:
     out = []
     for r in rows:
@@ -195,15 +170,15 @@ def main(argv: Sequence[str] | None = None) -> int:
     hs.solve(Sia(), jobs, cluster)
     print(f"Sia ILP, p = {args.p}, mip_gap = {args.mip_gap}; {platform.processor() or platform.machine()}, "
           f"{os.cpu_count()} CPUs", flush=True)
-    print(format_header(), flush=True)
+    print(format_header(COLUMNS), flush=True)
     rows = []
     for gpus in args.sizes:
         for m in args.types:
             for ratio in args.ratios:
                 row = run_one(gpus, m, ratio, args)
-                print(format_line(row), flush=True)
+                print(format_line(row, COLUMNS), flush=True)
                 rows.append(row)
-    write_csv(rows, args.out)
+    write_csv(rows, args.out, digits=6)
     for line in notes(rows, args.mip_gap):
         print("note:", line)
     print(f"wrote {args.out} ({len(rows)} rows); {time.perf_counter() - t0:.1f}s wall, "

@@ -12,3 +12,19 @@ import os
 
 for _var in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS"):
     os.environ.setdefault(_var, "1")
+
+
+import pytest  # noqa: E402  (after the BLAS settings above)
+
+
+@pytest.fixture(scope="module")
+def sia_root():
+    """Sia's artifact data folder (``../shared/data/sia`` or ``$HETSCHED_SIA_DATA``); the test
+    is skipped where it is not on this machine."""
+    from hetsched.errors import DataNotFoundError
+    from hetsched.inputs.profiles import sia_data_path
+
+    try:
+        return sia_data_path()
+    except DataNotFoundError:
+        pytest.skip("Sia's published profiles are not present (../shared/data/sia or $HETSCHED_SIA_DATA)")

@@ -42,7 +42,7 @@ from hetsched.inputs.adaptive import (
     read_adaptive_workload,
     sia_workload,
 )
-from hetsched.inputs.profiles import load_sia_profiles, sia_data_path
+from hetsched.inputs.profiles import load_sia_profiles
 from hetsched.inputs.traces.sia import AdaptiveJobTable, read_sia_workload
 from hetsched.schedulers.names import list_schedulers, make_scheduler
 from hetsched.schedulers.pollux import Pollux
@@ -801,13 +801,7 @@ def test_cli_bad_policy_and_missing_profile(tmp_path: Path, capsys: pytest.Captu
     assert code == 2 and "ghost" in capsys.readouterr().err
 
 
-# ------------------------------------------------------------------------------ real data
-@pytest.fixture(scope="module")
-def sia_root() -> Path:
-    try:
-        return sia_data_path()
-    except DataNotFoundError:
-        pytest.skip("Sia's published profiles are not present (../shared/data/sia or $HETSCHED_SIA_DATA)")
+# ------------------------------------------------------------------------------ real data (fixture sia_root: conftest.py)
 
 
 PAPER = {"t4": 4, "rtx": 8, "a100": 8}

@@ -356,13 +356,7 @@ def test_workload_unknown_model(tmp_path: Path) -> None:
         read_sia_workload(tmp_path / "absent.csv")
 
 
-# ------------------------------------------------------------------------------ real data
-@pytest.fixture(scope="module")
-def sia_root() -> Path:
-    try:
-        return sia_data_path()
-    except DataNotFoundError:
-        pytest.skip("Sia's published profiles are not present (../shared/data/sia or $HETSCHED_SIA_DATA)")
+# ------------------------------------------------------------------------------ real data (fixture sia_root: conftest.py)
 
 
 @pytest.fixture(scope="module")
