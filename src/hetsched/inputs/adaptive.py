@@ -57,7 +57,7 @@ def node_sizes(cluster: Cluster, gpu_types: tuple[str, ...] | None = None) -> np
         if cap[k] == 0:
             continue
         if topo is not None and t in topo.gpu_types:
-            R[k] = int(topo.server_gpus[topo.server_type == topo.gpu_types.index(t)].max())
+            R[k] = int(topo.server_sizes(t).max())
         else:
             R[k] = min(8, int(cap[k]))
     return R
@@ -125,7 +125,7 @@ class AdaptiveWorkload:
             return ()
         return tuple(t for t in per[0] if all(t in q for q in per))
 
-    def trace(self, cluster: Cluster) -> Workload:
+    def trace(self, cluster: Cluster, progress: AdaptiveProgress | None = None) -> Workload:
         """The workload as a scheduler that does not adapt sees it (Sia's "TunedJobs").
 
         Each job runs on its submitted ``num_replicas`` GPUs at its submitted batch size, on
@@ -133,22 +133,23 @@ class AdaptiveWorkload:
         first epoch (``throughput_units="progress"``) or examples/s times the model's
         calibration factor (``"examples"``), 0 where the type has no profile or the gang does
         not fit. ``steps_remaining`` is the progress at which the job completes (the units of
-        :class:`AdaptiveProgress`).
+        :class:`AdaptiveProgress`). ``progress``: this workload's truth on ``cluster`` when the
+        caller has built it already.
         """
-        prog = AdaptiveProgress(self, cluster)
+        prog = progress if progress is not None else AdaptiveProgress(self, cluster)
         f = self.table.frame
         types = prog.types
         n, m = self.n_jobs, len(types)
         T = np.zeros((n, m))
         for j in range(n):
-            K, b = int(f["num_replicas"].iloc[j]), int(f["batch_size"].iloc[j])
+            K, b = int(prog.submitted_replicas[j]), int(prog.submitted_batch[j])
             for k in range(m):
                 if self.throughput_units == "examples":
                     T[j, k] = prog.throughput(j, k, K, b)
                 elif K <= prog.capacity[k]:
                     T[j, k] = prog.rate(j, k, prog.nodes_for(k, K), K, b, 0)
-        jobs = JobSet(T, gpu_types=types, ids=f["name"].to_numpy(dtype=object),
-                      scale_factors=f["num_replicas"].to_numpy(np.int64), steps_remaining=prog.completion,
+        jobs = JobSet(T, gpu_types=types, ids=prog.names, scale_factors=prog.submitted_replicas,
+                      steps_remaining=prog.completion,
                       arrival_times=f["arrival"].to_numpy(float))
         return Workload(jobs, job_types=f["model"].to_numpy(dtype=object), source=self.source,
                         meta={**self.meta, "adaptive": True, "n_models": len(self.profiles),

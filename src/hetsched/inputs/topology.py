@@ -264,6 +264,11 @@ class Topology:
         per = np.bincount(self.server_type, weights=self.server_gpus, minlength=len(self.gpu_types))
         return {t: int(c) for t, c in zip(self.gpu_types, per)}
 
+    def server_sizes(self, gpu_type: str) -> np.ndarray:
+        """GPUs of each server of ``gpu_type`` (int64, empty for a type with no server)."""
+        k = self._type_index.get(gpu_type)
+        return self.server_gpus[self.server_type == k] if k is not None else np.zeros(0, np.int64)
+
     def type_index(self, gpu_type: str, *, argument: str = "gpu_type") -> int:
         """Index of ``gpu_type`` in ``gpu_types``; ``argument`` names the caller's argument."""
         k = self._type_index.get(gpu_type) if isinstance(gpu_type, str) else None

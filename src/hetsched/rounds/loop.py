@@ -178,7 +178,8 @@ def prepare(scheduler: SchedulerLike, workload: WorkloadLike, cluster: Cluster, 
             raise ValidationError(f"`restart_seconds` ({opts.restart_seconds!r}) must be 0 with adaptive jobs: each "
                                   "model's checkpoint-restore time from its profile applies.")
         progress = AdaptiveProgress(workload, cluster)
-        return sched, RoundWorkload.build(workload.trace(cluster), cluster, opts, sched, {"adaptive": progress})
+        return sched, RoundWorkload.build(workload.trace(cluster, progress), cluster, opts, sched,
+                                          {"adaptive": progress})
     trace = _trace(workload, opts, sched)
     return sched, RoundWorkload.build(trace, cluster, opts, sched)
 

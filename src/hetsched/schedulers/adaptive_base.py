@@ -21,8 +21,8 @@ from ..formulations.sia.configurations import ConfigurationSet, configuration_se
 from ..rounds.protocol import RoundRows, RoundView
 from .goodput_beliefs import GoodputBeliefs
 
-__all__ = ["AdaptiveRounds", "AdaptiveState", "adaptive_progress", "fair_replicas", "prepare_state", "record", "restart_factor",
-           "rows_for_choice"]
+__all__ = ["AdaptiveRounds", "AdaptiveState", "adaptive_progress", "fair_replicas", "held_configs", "prepare_state",
+           "record", "restart_factor", "rows_for_choice"]
 
 
 @dataclass
@@ -84,10 +84,23 @@ def prepare_state(state: AdaptiveState, view: RoundView, *, per_type: bool, seed
         state.beliefs = GoodputBeliefs(prog, per_type=per_type, seed_single_gpu=seed_single_gpu)
     if state.configs is None:
         state.configs = configuration_set(view.cluster, view.gpu_types, max_gpus=max_gpus)
-    for j in view.jobs.tolist():
-        state.beliefs.see(int(j))
-        state.progress[int(j)] = float(prog.completion[j] - view.remaining[view.jobs == j][0])
+    for j, done in zip(view.jobs.tolist(), (prog.completion[view.jobs] - view.remaining).tolist()):
+        state.beliefs.see(j)
+        state.progress[j] = done
     return prog
+
+
+def held_configs(view: RoundView, state: AdaptiveState) -> np.ndarray:
+    """Index in the configuration set of the configuration each active job holds (-1: none,
+    or one no longer in the set)."""
+    cs = state.configs
+    held = np.full(view.n_jobs, -1)
+    for i, j in enumerate(view.jobs.tolist()):
+        cur = state.current.get(j)
+        if cur is not None:
+            hit = np.flatnonzero((cs.type_index == cur[0]) & (cs.gpus == cur[1]))
+            held[i] = hit[0] if hit.size else -1
+    return held
 
 
 def restart_factor(age: np.ndarray, restarts: np.ndarray, delay: np.ndarray) -> np.ndarray:

@@ -140,49 +140,21 @@ class GoodputBeliefs:
         grad = self.grad.get(job, GradParams(1.0, 0.0))
         return GoodputModel(perf, grad, int(self.progress.init_batch[job]))
 
-    def best(self, job: int, k: int, nodes: np.ndarray, replicas: np.ndarray
-             ) -> tuple[np.ndarray, np.ndarray] | None:
-        """``(goodput, total batch)`` of ``job`` on type column ``k`` for each (nodes,
-        replicas), at the batch that maximises its goodput under the believed model, within
-        the model's batch limits and the profiled per-GPU range; None without a model.
-        Configurations the job cannot run (its smallest per-GPU batch times the replicas above
-        its maximum batch, or no profile on the type) get goodput 0."""
-        t = self.progress.types[k]
-        prof = self.progress.models[job]
-        if t not in prof.machines:
-            z = np.zeros(np.shape(replicas))
-            return z, z.astype(np.int64)
-        m = self.model(job, t)
-        if m is None:
-            return None
-        mach = prof.machines[t]
-        nodes = np.asarray(nodes, dtype=np.int64).reshape(-1)
-        replicas = np.asarray(replicas, dtype=np.int64).reshape(-1)
-        hi = np.array([self._max_atomic(prof.model, t, mach, N, K) for N, K in zip(nodes.tolist(), replicas.tolist())],
-                      dtype=np.int64)
-        good = np.zeros(replicas.shape)
-        batch = np.zeros(replicas.shape, np.int64)
-        for h in np.unique(hi).tolist():       # one vectorised optimisation per per-GPU batch limit
-            sel = np.flatnonzero(hi == h)
-            if h < int(mach.min_local_bsz):
-                continue
-            g, atomic, accum = m.optimize(nodes[sel], replicas[sel], max_batch_size=int(prof.max_batch_size),
-                                          atomic_bsz_range=(int(mach.min_local_bsz), h), accumulation=True)
-            good[sel] = g
-            batch[sel] = replicas[sel] * atomic * (accum + 1)
-        return good, batch
-
     def table(self, jobs: list[int], k: int, nodes: np.ndarray, replicas: np.ndarray
               ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """:meth:`best` for many jobs on one type in one vectorised evaluation
-        (:func:`~hetsched.adaptive.goodput.optimize_many`).
+        """Goodput and total batch of each of ``jobs`` on type column ``k`` for each (nodes,
+        replicas), at the batch that maximises its goodput under the believed model, within
+        the model's batch limits and the profiled per-GPU range, in one vectorised evaluation
+        (:func:`~hetsched.adaptive.goodput.optimize_many`). Configurations a job cannot run
+        (its smallest per-GPU batch times the replicas above its maximum batch, a placement its
+        profile cannot interpolate, or no profile on the type) get goodput 0.
 
         Returns
         -------
         goodput, batch : ndarray, shape (len(jobs), len(replicas))
         known : ndarray of bool, shape (len(jobs),)
-            False for a job without a model on the type (its rows are 0; :meth:`best` gives
-            None for it); a job whose model has no profile on the type is known, at 0.
+            False for a job without a model on the type (no measurement yet; its rows are 0);
+            a job whose model has no profile on the type is known, at 0.
         """
         t = self.progress.types[k]
         nodes = np.asarray(nodes, dtype=np.int64).reshape(-1)

@@ -42,6 +42,7 @@ from .adaptive_base import (
     AdaptiveState,
     adaptive_progress,
     fair_replicas,
+    held_configs,
     prepare_state,
     restart_factor,
     rows_for_choice,
@@ -138,12 +139,7 @@ class Pollux(AdaptiveRounds):
         age = view.now - view.arrival
         restarts = np.array([state.restarts.get(j, 0) for j in view.jobs.tolist()])
         factor = restart_factor(age, restarts, self.restart_delay)
-        held = np.full(n, -1)
-        for i, j in enumerate(view.jobs.tolist()):
-            cur = state.current.get(j)
-            if cur is not None:
-                hit = np.flatnonzero((cs.type_index == cur[0]) & (cs.gpus == cur[1]))
-                held[i] = hit[0] if hit.size else -1
+        held = held_configs(view, state)
         # a first start is not a restart: a job that never ran keeps its full value (see docs/adaptive.md)
         factor = np.where([j in state.ever_ran for j in view.jobs.tolist()], factor, 1.0)
         disc = np.repeat(factor[:, None], C, axis=1)
@@ -162,12 +158,8 @@ class Pollux(AdaptiveRounds):
         prob = SearchProblem(value=value, allowed=allowed, config_type=cs.type_index.astype(np.int64),
                              config_gpus=cs.gpus.astype(np.int64), capacities=view.capacities.astype(np.int64),
                              p=self.p)
-        initial = np.full(view.n_jobs, -1)
-        for i, j in enumerate(view.jobs.tolist()):
-            cur = state.current.get(j)
-            if cur is not None:
-                hit = np.flatnonzero((cs.type_index == cur[0]) & (cs.gpus == cur[1]))
-                initial[i] = hit[0] if hit.size and allowed[i, hit[0]] else -1
+        held = held_configs(view, state)
+        initial = np.where((held >= 0) & allowed[np.arange(view.n_jobs), np.maximum(held, 0)], held, -1)
         t1 = time.perf_counter()
         if self.search == "exact":
             res = exact_search(prob, time_limit=self.time_limit,

@@ -163,7 +163,7 @@ def node_layout(
         for k, t in enumerate(gpu_types):
             if cap[k] == 0 or t not in topo.gpu_types:
                 continue
-            sizes = topo.server_gpus[topo.server_type == topo.gpu_types.index(t)]
+            sizes = topo.server_sizes(t)
             R[k] = int(sizes.max())
             N[k] = int((sizes == R[k]).sum())
         return cap, R, N

@@ -218,11 +218,10 @@ def consolidated_bounds(jobs: JobSet, cluster: Any, ps: PlacementSensitivity, si
     topo = getattr(cluster, "topology", None)
     if topo is None:
         return out
-    tpos = {t: i for i, t in enumerate(topo.gpu_types)}
     for k, t in enumerate(jobs.gpu_types):
-        if t not in tpos:
+        if t not in topo.gpu_types:
             continue
-        g = topo.server_gpus[topo.server_type == tpos[t]]
+        g = topo.server_sizes(t)
         for q in sizes:
             b = float((q * (g // q)).sum())
             if b < cap[k]:
