@@ -29,7 +29,7 @@ Usage::
     python benchmarks/baselines.py              # 120 jobs per workload, 3 seeds
 
 Writes ``benchmarks/results/baselines.csv`` (one row per workload, seed and scheduler:
-``avg_jct, p99_jct, makespan, worst_ftf, utilization, restarts, wall_s`` and more),
+``avg_jct_s, p99_jct_s, makespan_s, worst_ftf, utilization, restarts, wall_s`` and more),
 ``benchmarks/results/baselines_restart.csv`` and, unless ``--no-plot``, the JCT CDF
 ``docs/baselines_jct_cdf.png``.
 """
@@ -84,7 +84,7 @@ def schedulers(past: hs.Trace) -> dict[str, object]:
 
 def _row(res, **keys) -> dict:
     s = res.summary
-    return dict(**keys, avg_jct=s["avg_jct"], p99_jct=s["p99_jct"], makespan=s["makespan"], worst_ftf=s["worst_ftf"],
+    return dict(**keys, avg_jct_s=s["avg_jct_s"], p99_jct_s=s["p99_jct_s"], makespan_s=s["makespan_s"], worst_ftf=s["worst_ftf"],
                 mean_ftf=s["mean_ftf"], utilization=s["utilization"], restarts=int(res.jobs["restarts"].sum()),
                 restart_seconds_lost=float(res.jobs["restart_seconds"].sum()), n_completed=s["n_completed"],
                 status=s["status"], wall_s=s["wall_s"])
@@ -105,8 +105,8 @@ def run(n_jobs: int, seeds: list[int], counts: dict[str, int], only: set[str] | 
                 opts = hs.SimOptions(round_seconds=ROUND_SECONDS, record_runs=False)
                 res = simulate(sched, trace, cluster, options=opts)
                 rows.append(_row(res, workload=wname, seed=seed, scheduler=name, n_jobs=n_jobs))
-                jcts.append((wname, seed, name, res.jobs.loc[res.jobs["completed"], "jct"].to_numpy()))
-                print(f"  {wname:11s} seed {seed} {name:26s} avg JCT {rows[-1]['avg_jct'] / 3600:7.2f} h  "
+                jcts.append((wname, seed, name, res.jobs.loc[res.jobs["completed"], "jct_s"].to_numpy()))
+                print(f"  {wname:11s} seed {seed} {name:26s} avg JCT {rows[-1]['avg_jct_s'] / 3600:7.2f} h  "
                       f"wall {rows[-1]['wall_s']:6.1f} s", flush=True)
     return pd.DataFrame(rows), jcts
 
@@ -173,15 +173,15 @@ def main(argv: list[str] | None = None) -> int:
     t0 = time.perf_counter()
     df, jcts = run(n, seeds, counts, only)
     agg = (df.groupby(["workload", "scheduler"], sort=False)
-             .agg(avg_jct=("avg_jct", "mean"), p99_jct=("p99_jct", "mean"), makespan=("makespan", "mean"),
+             .agg(avg_jct_s=("avg_jct_s", "mean"), p99_jct_s=("p99_jct_s", "mean"), makespan_s=("makespan_s", "mean"),
                   worst_ftf=("worst_ftf", "mean"), utilization=("utilization", "mean"),
                   restarts=("restarts", "mean"), wall_s=("wall_s", "mean"))
              .reset_index())
     print(f"{'workload':11s} {'scheduler':26s} {'avg JCT h':>9s} {'p99 JCT h':>9s} {'makespan h':>10s} "
           f"{'worst FTF':>9s} {'util':>5s} {'restarts':>8s} {'wall s':>7s}")
     for r in agg.itertuples():
-        print(f"{r.workload:11s} {r.scheduler:26s} {r.avg_jct / 3600:9.2f} {r.p99_jct / 3600:9.2f} "
-              f"{r.makespan / 3600:10.1f} {r.worst_ftf:9.2f} {r.utilization:5.2f} {r.restarts:8.0f} {r.wall_s:7.1f}")
+        print(f"{r.workload:11s} {r.scheduler:26s} {r.avg_jct_s / 3600:9.2f} {r.p99_jct_s / 3600:9.2f} "
+              f"{r.makespan_s / 3600:10.1f} {r.worst_ftf:9.2f} {r.utilization:5.2f} {r.restarts:8.0f} {r.wall_s:7.1f}")
     args.out.parent.mkdir(parents=True, exist_ok=True)
     df.to_csv(args.out, index=False)
     print(f"# wrote {args.out} ({len(df)} rows) in {time.perf_counter() - t0:.1f} s")
@@ -191,7 +191,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"{'scheduler':18s} {'restart s':>9s} {'avg JCT h':>9s} {'makespan h':>10s} {'restarts':>8s} "
               f"{'job-h lost':>10s}")
         for r in rs.itertuples():
-            print(f"{r.scheduler:18s} {r.restart_cost:9.0f} {r.avg_jct / 3600:9.2f} {r.makespan / 3600:10.1f} "
+            print(f"{r.scheduler:18s} {r.restart_cost:9.0f} {r.avg_jct_s / 3600:9.2f} {r.makespan_s / 3600:10.1f} "
                   f"{r.restarts:8d} {r.restart_seconds_lost / 3600:10.1f}")
         rs.to_csv(RESTART_RESULTS, index=False)
         print(f"# wrote {RESTART_RESULTS}")

@@ -149,14 +149,14 @@ def jct(n_jobs: int, seeds: list[int], policies: list[str]) -> pd.DataFrame:
         for seed in seeds:
             wl = {"n_jobs": n_jobs, "rate_per_hour": 3.0}
             oracle = hs.simulate(pol, wl, cluster, options=hs.SimOptions(seed=seed))
-            base = oracle.summary["avg_jct"]
+            base = oracle.summary["avg_jct_s"]
             rows.append({"policy": pol, "seed": seed, "mode": "oracle", "noise": 0.0, "reference": "-",
                          "avg_jct_h": base / 3600, "jct_change_pct": 0.0})
             for noise in (0.0, 0.1, 0.3):
                 for rname, r in (("none", None), ("generated-seed99", ref)):
                     opts = hs.SimOptions(seed=seed, learn_throughputs=True, report_noise=noise, throughput_reference=r)
                     res = hs.simulate(pol, wl, cluster, options=opts)
-                    v = res.summary["avg_jct"]
+                    v = res.summary["avg_jct_s"]
                     rows.append({"policy": pol, "seed": seed, "mode": "learned", "noise": noise, "reference": rname,
                                  "avg_jct_h": v / 3600, "jct_change_pct": 100 * (v / base - 1)})
     return pd.DataFrame(rows)
@@ -166,9 +166,9 @@ def drivers(repeats: int) -> pd.DataFrame:
     """Part 4: simulate's loop against the OnlineScheduler driver on the quick speed rows."""
     import contextlib
 
-    from hetsched.sim.replay import simulate_online
     from hetsched.online import store as store_module
     from hetsched.sim.bench import GAVEL_CLUSTER, MIXES, gavel_catalogue
+    from hetsched.sim.replay import simulate_online
 
     cat, cat_name = gavel_catalogue(GAVEL)
     out = []
@@ -185,7 +185,7 @@ def drivers(repeats: int) -> pd.DataFrame:
                 t0 = time.perf_counter()
                 res = fn("max_min_fairness", tr, cl, **kw)
                 wall[name].append(time.perf_counter() - t0)
-                jct[name] = res.summary["avg_jct"]
+                jct[name] = res.summary["avg_jct_s"]
                 n_rounds = res.summary["n_rounds"]
         spent = [0.0]
         original = store_module.Store.transaction

@@ -44,7 +44,7 @@ CLUSTER = {"v100": 4, "p100": 4, "k80": 4}
 def longest_wait(result) -> float:
     """Longest gap (s) between a job's arrival or the end of one of its runs and its next run."""
     runs = result.runs.sort_values(["job", "t_start"])
-    arrival = result.jobs["arrival"].to_numpy()
+    arrival = result.jobs["arrival_s"].to_numpy()
     job = runs["job"].to_numpy()
     start = runs["t_start"].to_numpy()
     prev_end = np.empty_like(start)
@@ -87,8 +87,8 @@ def main(argv: list[str] | None = None) -> pd.DataFrame:
                 s = res.summary
                 wait = longest_wait(res)
                 rows.append({"trace": name, "settings": label, "solver": solver,
-                             "avg_jct_h": s["avg_jct"] / 3600, "p99_jct_h": s["p99_jct"] / 3600,
-                             "max_jct_h": float(res.jobs["jct"].max()) / 3600,
+                             "avg_jct_h": s["avg_jct_s"] / 3600, "p99_jct_h": s["p99_jct_s"] / 3600,
+                             "max_jct_h": float(res.jobs["jct_s"].max()) / 3600,
                              "longest_wait_h": wait / 3600, "longest_wait_rounds": wait / 360.0,
                              "solves": s["n_solves"]})
                 print(f"{name:18s} {label:8s} {solver:9s} avg {rows[-1]['avg_jct_h']:7.2f} h  "

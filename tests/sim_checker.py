@@ -76,8 +76,8 @@ def check_simulation(res, *, tol: float = 1e-6, fixed_gangs: bool | None = None,
     spread = runs["spread"].to_numpy(dtype=bool)
     n = len(jobs)
     sf = jobs["scale_factor"].to_numpy(dtype=float)
-    arrival = jobs["arrival"].to_numpy(dtype=float)
-    finish = jobs["finish"].to_numpy(dtype=float)
+    arrival = jobs["arrival_s"].to_numpy(dtype=float)
+    finish = jobs["finish_s"].to_numpy(dtype=float)
     total = jobs["total_steps"].to_numpy(dtype=float)
     completed = jobs["completed"].to_numpy(dtype=bool)
 

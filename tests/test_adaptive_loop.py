@@ -336,7 +336,7 @@ def test_one_job_constant_rate_jct(root: Path) -> None:
     assert job.restarts == 1 and job.restart_seconds == 30.0
     assert job.steps_done == pytest.approx(380.0)
     expected = 30.0 + 380.0 * 2.002 * 1.2          # 942.912 s, not a round boundary
-    assert job.jct == pytest.approx(expected, rel=1e-9), "the finish time is rounded up to the round's end"
+    assert job.jct_s == pytest.approx(expected, rel=1e-9), "the finish time is rounded up to the round's end"
 
 
 def test_one_job_piecewise_rate_jct(root: Path) -> None:
@@ -355,7 +355,7 @@ def test_one_job_piecewise_rate_jct(root: Path) -> None:
         if row.Index != log.index[-1]:
             assert row.steps == pytest.approx(integrate("toy", "aws", 1, 1, 200, done, secs), rel=1e-9)
         done += row.steps
-    assert job.jct == pytest.approx(expected, rel=1e-9), "the finish time is rounded up to the round's end"
+    assert job.jct_s == pytest.approx(expected, rel=1e-9), "the finish time is rounded up to the round's end"
 
 
 # ------------------------------------------------------------------------------ 3. restarts and the run log

@@ -160,13 +160,13 @@ def test_simulate_contract(tmp_path: Path) -> None:
     assert time.perf_counter() - t0 < 60
     jobs = pd.read_csv(out / "jobs.csv")
     assert len(jobs) == 200
-    for col in ("job_id", "arrival", "finish", "jct"):
+    for col in ("job_id", "arrival_s", "finish_s", "jct_s"):
         assert col in jobs
-    assert (jobs["jct"] > 0).all()
+    assert (jobs["jct_s"] > 0).all()
     summary = json.loads((out / "summary.json").read_text())
-    for key in ("avg_jct", "makespan", "worst_ftf", "utilization"):
+    for key in ("avg_jct_s", "makespan_s", "worst_ftf", "utilization"):
         assert isinstance(summary[key], float), key
-    assert summary["avg_jct"] == pytest.approx(jobs["jct"].mean())
+    assert summary["avg_jct_s"] == pytest.approx(jobs["jct_s"].mean())
     assert summary["config"]["seed"] == 0 and "numpy" in summary["versions"]
     assert "avg JCT (h)" in proc.stdout
 

@@ -110,7 +110,7 @@ def test_bad_rows_named_by_line(tmp_path, line_no, replacement, match):
     p = write(tmp_path, lines)
     with pytest.raises(ValidationError, match=rf"line {line_no}: {match}"):
         read_gavel_trace(p, TPUT)
-    tr = read_gavel_trace(p, TPUT, errors="skip")
+    tr = read_gavel_trace(p, TPUT, on_bad_rows="skip")
     assert tr.n_jobs == 3
     assert len(tr.meta["skipped"]) == 1 and f"line {line_no}:" in tr.meta["skipped"][0]
     assert tr.meta["no_throughput_row"] == 0
@@ -123,16 +123,16 @@ def test_missing_throughput_table_row(tmp_path):
                          steps_arg="--n_steps"))
     p = write(tmp_path, lines)
     with pytest.raises(ValidationError) as info:
-        read_gavel_trace(p, TPUT, errors="raise")
+        read_gavel_trace(p, TPUT)  # the default: an error that counts and names the rows (issue 30)
     msg = str(info.value)
-    assert "line 2:" in msg and repr(LM) in msg and "scale factor 16" in msg
+    assert "2 of 5 row(s) cannot be used (no_throughput_row: 2)" in msg
+    assert "line 2:" in msg and repr(LM) in msg and "scale factor 16" in msg and "line 4:" in msg
     assert "not a row of the throughput table" in msg and "scale factors [1, 2] only" in msg
-    # by default such rows are dropped and counted: Gavel's msr traces are full of them
-    default = read_gavel_trace(p, TPUT)
-    rep = default.meta["load_report"]
-    assert default.n_jobs == 3 and rep["dropped"] == {"no_throughput_row": 2} and rep["malformed"] == {}
+    # on_bad_rows="skip" drops and counts them: Gavel's msr traces are full of them
+    tr = read_gavel_trace(p, TPUT, on_bad_rows="skip")
+    rep = tr.meta["load_report"]
+    assert rep["dropped"] == {"no_throughput_row": 2} and rep["malformed"] == {}
     assert rep["rows"] == 5 and rep["kept"] == 3
-    tr = read_gavel_trace(p, TPUT, errors="skip")
     assert tr.n_jobs == 3
     assert tr.job_types.tolist() == [R18, R18, LM]
     assert tr.arrival_times.tolist() == [0.0, 360.0, 4000.0]
@@ -143,12 +143,14 @@ def test_missing_throughput_table_row(tmp_path):
 
 def test_all_rows_skipped_is_an_error_that_counts_them(tmp_path):
     """Every row lacking a throughput-table row leaves 0 jobs: an error that counts the rows and
-    the reason (a trace of 0 jobs is always an error, issue 30), whatever ``errors`` says."""
+    the reason (a trace of 0 jobs is always an error, issue 30), whatever ``on_bad_rows`` says."""
     p = write(tmp_path, [row7(LM, "100", "0", "32"), row7(R18, "100", "5", "64")])
-    for errors in ("skip", "drop"):
-        with pytest.raises(ValidationError, match=r"2 row\(s\) read, 0 kept; not kept: \{'no_throughput_row': 2\}; "
-                                                  r"e\.g\. .*line 1: unknown job type"):
-            read_gavel_trace(p, TPUT, errors=errors)
+    with pytest.raises(ValidationError, match=r"2 of 2 row\(s\) cannot be used \(no_throughput_row: 2\): line 1: "
+                                              r"unknown job type.* No row would be left to replay"):
+        read_gavel_trace(p, TPUT)
+    with pytest.raises(ValidationError, match=r"2 row\(s\) read, 0 kept; not kept: \{'no_throughput_row': 2\}; "
+                                              r"e\.g\. .*line 1: unknown job type"):
+        read_gavel_trace(p, TPUT, on_bad_rows="skip")
 
 
 # ------------------------------------------------------------------------------ real files
@@ -182,7 +184,7 @@ def test_every_msr_trace_reads(gavel_table):
     assert {f.stem for f in files} == set(MSR_COUNTS)
     total_read = total_lines = 0
     for f in files:
-        tr = read_gavel_trace(f, gavel_table, errors="skip")
+        tr = read_gavel_trace(f, gavel_table, on_bad_rows="skip")
         n_lines = _data_lines(f)
         skipped = tr.meta["skipped"]
         assert (tr.n_jobs, len(skipped)) == MSR_COUNTS[f.stem], f.name
@@ -205,15 +207,16 @@ def test_every_msr_trace_reads(gavel_table):
 
 @needs_gavel
 def test_msr_trace_raises_on_the_first_missing_row(gavel_table):
-    with pytest.raises(ValidationError, match=r"0e4a51\.trace: line 42: unknown job type "
-                                              r"\('Recommendation \(batch size 512\)', scale factor 4\)"):
-        read_gavel_trace(MSR / "seed=0" / "0e4a51.trace", gavel_table, errors="raise")
-    # the default drops and counts them
-    tr = read_gavel_trace(MSR / "seed=0" / "0e4a51.trace", gavel_table)
+    with pytest.raises(ValidationError, match=r"0e4a51\.trace: 197 of 1181 row\(s\) cannot be used "
+                                              r"\(no_throughput_row: 197\): line 42: unknown job type "
+                                              r"\('Recommendation \(batch size 512\)', scale factor 4\).*and 194 more"):
+        read_gavel_trace(MSR / "seed=0" / "0e4a51.trace", gavel_table)
+    # on_bad_rows="skip" drops and counts them
+    tr = read_gavel_trace(MSR / "seed=0" / "0e4a51.trace", gavel_table, on_bad_rows="skip")
     assert tr.n_jobs == MSR_COUNTS["0e4a51"][0]
     assert tr.meta["load_report"]["dropped"] == {"no_throughput_row": MSR_COUNTS["0e4a51"][1]}
-    # a file where every row has a table row reads with errors="raise"
-    assert read_gavel_trace(MSR / "seed=0" / "ed69ec.trace", gavel_table, errors="raise").n_jobs == 951
+    # a file where every row has a table row reads with the default
+    assert read_gavel_trace(MSR / "seed=0" / "ed69ec.trace", gavel_table).n_jobs == 951
 
 
 @needs_gavel
@@ -226,7 +229,7 @@ def test_msr_cluster_spec_fits_every_job(gavel_table):
             counts = {t: c for t, c in (("v100", v100), ("p100", p100), ("k80", k80)) if c > 0}
             cluster = hs.Cluster(counts)
             for f in sorted((MSR / "seed=0").glob("*.trace"))[:3]:
-                tr = read_gavel_trace(f, gavel_table, cluster=cluster, errors="skip")
+                tr = read_gavel_trace(f, gavel_table, cluster=cluster, on_bad_rows="skip")
                 assert tr.n_jobs == MSR_COUNTS[f.stem][0]
 
 
@@ -235,7 +238,7 @@ def test_every_physical_cluster_trace_reads(gavel_table):
     files = sorted(PHYSICAL.glob("*.trace"))
     assert len(files) >= 8 and "debug_v2.trace" in {f.name for f in files}
     for f in files:
-        tr = read_gavel_trace(f, gavel_table, errors="skip")
+        tr = read_gavel_trace(f, gavel_table, on_bad_rows="skip")
         assert tr.meta["skipped"] == [], f.name
         assert tr.n_jobs == _data_lines(f) > 0
         assert set(tr.meta["columns"]) <= {7, 9, 10, 11}
@@ -244,7 +247,7 @@ def test_every_physical_cluster_trace_reads(gavel_table):
 
 @needs_gavel
 def test_msr_trace_simulates_end_to_end(gavel_table):
-    tr = read_gavel_trace(MSR / "seed=0" / "6c71a0.trace", gavel_table, errors="skip").head(12)
+    tr = read_gavel_trace(MSR / "seed=0" / "6c71a0.trace", gavel_table, on_bad_rows="skip").head(12)
     res = hs.simulate("max_min_fairness", tr, hs.Cluster({"v100": 8, "p100": 8, "k80": 8}),
                       options=hs.SimOptions.preset("gavel", max_time=2 * 86400.0))
     s = res.summary
@@ -252,4 +255,4 @@ def test_msr_trace_simulates_end_to_end(gavel_table):
     assert s["n_jobs"] == 12
     assert s["n_completed"] >= 1 and s["failed_solves"] == 0
     assert 0.0 < s["utilization"] <= 1.0
-    assert s["sim_end"] <= 2 * 86400.0 + 1e-6
+    assert s["sim_end_s"] <= 2 * 86400.0 + 1e-6

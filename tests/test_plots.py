@@ -66,7 +66,7 @@ def test_legends_come_from_each_runs_config(runs):
 def test_jct_cdf_lines_are_the_measured_jobs(runs):
     res = SimulationResult.from_dir(runs["mmf"])
     jobs = pd.read_csv(runs["mmf"] / "jobs.csv")
-    expect = np.sort(jobs.loc[jobs["in_window"].astype(bool), "jct"].to_numpy() / 3600)
+    expect = np.sort(jobs.loc[jobs["in_window"].astype(bool), "jct_s"].to_numpy() / 3600)
     (line,) = plots.jct_cdf({"a": res}).get_lines()
     x, y = line.get_data()
     assert np.allclose(x, expect) and np.allclose(y, np.arange(1, expect.size + 1) / expect.size)

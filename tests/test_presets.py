@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 import pytest
+from sim_checker import check_simulation
 
 import hetsched as hs
-from sim_checker import check_simulation
 from hetsched.errors import ValidationError
 from hetsched.sim import SimOptions
 
@@ -16,7 +16,7 @@ CLUSTER = hs.Cluster({"v100": 2})
 
 
 def _start(res, job):
-    return float(res.jobs.set_index("job_id").loc[job, "start"])
+    return float(res.jobs.set_index("job_id").loc[job, "start_s"])
 
 
 def test_default_solves_at_the_next_round() -> None:
@@ -31,7 +31,7 @@ def test_gavel_preset_arrival_waits_for_the_reset_interval() -> None:
     # 6 x 360 = 2,160. Until then b has no allocation and waits although a GPU is idle.
     res = hs.simulate("max_min_fairness", JOBS, CLUSTER, preset="gavel")
     assert _start(res, "b") == 2160.0
-    assert float(res.jobs.set_index("job_id").loc["b", "finish"]) == 2520.0
+    assert float(res.jobs.set_index("job_id").loc["b", "finish_s"]) == 2520.0
     # solves: at 0; at 2,160 (b arrived); b's completion at 2,520 waits for 2,160 + 1,920 -> 4,320
     assert res.rounds.loc[res.rounds["solved"], "start"].tolist() == [0.0, 2160.0, 4320.0]
     assert res.config["min_solve_interval"] == 1920.0 and res.config["arrivals"] == "wait"

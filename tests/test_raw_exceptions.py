@@ -1,7 +1,7 @@
 """No raw exceptions from the trace readers, sweep() and the command line's --out.
 
 * a byte that is not UTF-8 in a trace is a ValidationError naming file, line and byte
-  offset (or, with errors="skip", a skipped row counted in meta["skipped"]);
+  offset (or, with on_bad_rows="skip", a skipped row counted in meta["skipped"]);
 * a run of sweep() that raises, or whose executor future fails (BrokenProcessPool...), gets
   its error in the ``error`` column and the other runs are kept;
 * ``--out`` is checked before the run: exit 2 with one line on stderr.
@@ -53,7 +53,7 @@ def _corrupt(tmp_path: Path, name: str, line: int, old: bytes, new: bytes) -> tu
 # ------------------------------------------------------------------------------ readers
 def test_gavel_bad_byte(tmp_path: Path) -> None:
     p, off = _corrupt(tmp_path, "gavel_small.trace", 2, b"LM", b"L\xffM")
-    for read in (lambda e: read_gavel_trace(p, TPUT, errors=e), lambda e: load_trace(p, throughputs=TPUT, errors=e)):
+    for read in (lambda e: read_gavel_trace(p, TPUT, on_bad_rows=e), lambda e: load_trace(p, throughputs=TPUT, on_bad_rows=e)):
         with pytest.raises(ValidationError) as info:
             read("raise")
         msg = str(info.value)
@@ -71,7 +71,7 @@ def test_gavel_bad_byte_after_other_bad_rows_keeps_line_numbers(tmp_path: Path) 
     p.write_bytes(b"\n".join(ls))
     with pytest.raises(ValidationError, match="line 1: is not valid UTF-8"):
         read_gavel_trace(p, TPUT)
-    tr = read_gavel_trace(p, TPUT, errors="skip")
+    tr = read_gavel_trace(p, TPUT, on_bad_rows="skip")
     assert tr.n_jobs == 2 and [s.split(": ")[1] for s in tr.meta["skipped"]] == ["line 1", "line 3"]
 
 
@@ -85,16 +85,16 @@ def test_helios_bad_byte(tmp_path: Path) -> None:
     assert str(p) in msg and "line 2" in msg and f"byte offset {off}" in msg and "0xe9" in msg
     with pytest.raises(ValidationError, match=f"line 2: .*byte offset {off}"):
         load_trace(p, throughputs=TPUT, unmatched="skip")
-    t = read_helios_trace(p, errors="skip")
+    t = read_helios_trace(p, on_bad_rows="skip")
     assert len(t) == len(good) - 1 and good["job_id"].iloc[0] not in set(t["job_id"])
     assert len(t.attrs["meta"]["skipped"]) == 1 and "line 2" in t.attrs["meta"]["skipped"][0]
-    tr = load_trace(p, throughputs=TPUT, unmatched="skip", errors="skip")
+    tr = load_trace(p, throughputs=TPUT, unmatched="skip", on_bad_rows="skip")
     assert len(tr.meta["skipped"]) == 1
     # the header cannot be skipped
     h = tmp_path / "h.csv"
     h.write_bytes(b"\xff" + (FIX / name).read_bytes())
     with pytest.raises(ValidationError, match="line 1 \\(the header\\) is not valid UTF-8: byte 0xff at byte offset 0"):
-        read_helios_trace(h, errors="skip")
+        read_helios_trace(h, on_bad_rows="skip")
 
 
 def test_philly_bad_byte(tmp_path: Path) -> None:
@@ -106,14 +106,14 @@ def test_philly_bad_byte(tmp_path: Path) -> None:
     assert str(p) in msg and "line 2" in msg and f"byte offset {off}" in msg
     with pytest.raises(ValidationError, match="line 2: is not valid UTF-8"):
         load_trace(p, throughputs=TPUT)
-    t = read_philly_trace(p, errors="skip")
+    t = read_philly_trace(p, on_bad_rows="skip")
     assert len(t) == 2 and "application_1506638472019_0001" not in set(t["job_id"])
     assert len(t.attrs["meta"]["skipped"]) == 1 and "entry 0: is not valid UTF-8" in t.attrs["meta"]["skipped"][0]
     # a bad byte outside any string breaks the JSON itself: not skippable
     q = tmp_path / "q.json"
     q.write_bytes((FIX / name).read_bytes().replace(b"[", b"[\xff", 1))
     with pytest.raises(ValidationError, match="line 1: is not valid UTF-8: byte 0xff at byte offset 1"):
-        read_philly_trace(q, errors="skip")
+        read_philly_trace(q, on_bad_rows="skip")
 
 
 def test_pai_bad_byte(tmp_path: Path) -> None:
@@ -124,13 +124,13 @@ def test_pai_bad_byte(tmp_path: Path) -> None:
         read_pai_trace(FIX / jobs, pt)
     msg = str(info.value)
     assert str(pt) in msg and "line 2" in msg and f"byte offset {off}" in msg
-    t = read_pai_trace(FIX / jobs, pt, errors="skip")
+    t = read_pai_trace(FIX / jobs, pt, on_bad_rows="skip")
     assert len(t.attrs["meta"]["skipped"]) == 1 and "line 2: is not valid UTF-8" in t.attrs["meta"]["skipped"][0]
     assert len(t) <= len(good)
     pj, off = _corrupt(tmp_path, jobs, 1, b"user_x", b"user_\x80x")
     with pytest.raises(ValidationError, match=f"line 1: is not valid UTF-8: byte 0x80 at byte offset {off}"):
         load_trace(pj, "pai", task_path=FIX / tasks, throughputs=TPUT, unmatched="skip")
-    t = read_pai_trace(pj, FIX / tasks, errors="skip")
+    t = read_pai_trace(pj, FIX / tasks, on_bad_rows="skip")
     assert "job_a1" not in set(t["job_id"]) and any("UTF-8" in s for s in t.attrs["meta"]["skipped"])
 
 
@@ -177,8 +177,8 @@ def test_sweep_keeps_runs_when_futures_fail() -> None:
     # a broken pool keeps its own message and names the likely cause (an unguarded script)
     assert errors[2].startswith("BrokenProcessPool: A process in the process pool was terminated abruptly")
     assert 'if __name__ == "__main__":' in errors[2]
-    assert df.loc[0, "avg_jct"] == base.loc[0, "avg_jct"]
-    assert df.loc[1:, "avg_jct"].isna().all()
+    assert df.loc[0, "avg_jct_s"] == base.loc[0, "avg_jct_s"]
+    assert df.loc[1:, "avg_jct_s"].isna().all()
 
 
 @pytest.mark.parametrize("how", ["serial", "threads"])

@@ -16,6 +16,7 @@ from sim_checker import check_simulation
 
 import hetsched as hs
 from hetsched.errors import ValidationError
+from hetsched.inputs.traces.load_report import EXPECTED_REASONS
 from hetsched.sim import (
     load_trace,
     read_gavel_trace,
@@ -25,7 +26,6 @@ from hetsched.sim import (
     simulate,
     trace_from_table,
 )
-from hetsched.inputs.traces.load_report import EXPECTED_REASONS
 
 FIX = Path(__file__).parent / "fixtures"
 TPUT = FIX / "gavel_throughputs_small.json"
@@ -51,19 +51,18 @@ def report_of(out) -> dict:
 
 
 def check_bad_row(read, match: str, reason: str, n_left: int) -> None:
-    """``read(errors)`` on a file with one bad row. Strict mode raises naming the row; by
-    default a row real traces hold (EXPECTED_REASONS) is dropped and counted, and a
-    malformed one raises; ``errors="skip"`` drops and counts it either way."""
-    with pytest.raises(ValidationError, match=match):
+    """``read(on_bad_rows)`` on a file with one bad row. By default (issue 30) any bad row,
+    a row real traces hold (EXPECTED_REASONS) or a malformed one, is an error that counts it
+    and names it, its reason and how to opt in; ``on_bad_rows="skip"`` drops and counts it
+    (under ``dropped`` or ``malformed``)."""
+    with pytest.raises(ValidationError, match=match) as info:
         read("raise")
+    msg = str(info.value)
+    assert " 1 of " in msg and f"cannot be used ({reason}: 1)" in msg and 'on_bad_rows="skip"' in msg, msg
     expected = reason in EXPECTED_REASONS
-    if expected:
-        out = read("drop")
-    else:
-        with pytest.raises(ValidationError, match=match):
-            read("drop")
-        out = read("skip")
+    out = read("skip")
     rep = report_of(out)
+    assert rep["on_bad_rows"] == "skip"
     kind, other = ("dropped", "malformed") if expected else ("malformed", "dropped")
     assert rep[kind] == {reason: 1} and rep[other] == {}, rep
     assert re.search(match, rep["examples"][reason][0]), rep["examples"]
@@ -119,8 +118,8 @@ def test_gavel_bad_rows(tmp_path, line_no, replacement, match, reason):
     ls = lines("gavel_small.trace")
     ls[line_no - 1] = replacement
     p = write(tmp_path, "bad.trace", "".join(ls))
-    check_bad_row(lambda e: read_gavel_trace(p, TPUT, errors=e), match, reason, 3)
-    skipped = read_gavel_trace(p, TPUT, errors="skip")
+    check_bad_row(lambda e: read_gavel_trace(p, TPUT, on_bad_rows=e), match, reason, 3)
+    skipped = read_gavel_trace(p, TPUT, on_bad_rows="skip")
     assert skipped.n_jobs == 3 and len(skipped.meta["skipped"]) == 1
 
 
@@ -131,8 +130,8 @@ def test_gavel_job_larger_than_cluster_and_missing_files(tmp_path):
         read_gavel_trace(tmp_path / "nope.trace", TPUT)
     with pytest.raises(ValidationError, match="does not exist"):
         read_gavel_trace(FIX / "gavel_small.trace", tmp_path / "nope.json")
-    with pytest.raises(ValidationError, match="errors"):
-        read_gavel_trace(FIX / "gavel_small.trace", TPUT, errors="ignore")
+    with pytest.raises(ValidationError, match="on_bad_rows"):
+        read_gavel_trace(FIX / "gavel_small.trace", TPUT, on_bad_rows="ignore")
 
 
 def test_gavel_trace_with_no_job_is_an_error(tmp_path):
@@ -142,10 +141,12 @@ def test_gavel_trace_with_no_job_is_an_error(tmp_path):
         read_gavel_trace(write(tmp_path, "empty.trace", ""), TPUT)
     unknown = write(tmp_path, "unknown.trace", "NoSuchModel (batch size 1)\tcmd\tdir\t--num_steps\t1\t100\t1\t1\t-1\t0\n"
                                              "NoSuchModel (batch size 1)\tcmd\tdir\t--num_steps\t1\t100\t1\t1\t-1\t5\n")
-    with pytest.raises(ValidationError, match=r"2 row\(s\) read, 0 kept; not kept: \{'no_throughput_row': 2\}"):
+    with pytest.raises(ValidationError, match=r"2 of 2 row\(s\) cannot be used \(no_throughput_row: 2\): line 1: "
+                                              r"unknown job type .*; line 2: .*No row would be left"):
         read_gavel_trace(unknown, TPUT)
-    with pytest.raises(ValidationError, match="no job to replay"):
-        read_gavel_trace(unknown, TPUT, errors="skip")
+    with pytest.raises(ValidationError, match=r"no job to replay: 2 row\(s\) read, 0 kept; not kept: "
+                                              r"\{'no_throughput_row': 2\}"):
+        read_gavel_trace(unknown, TPUT, on_bad_rows="skip")
 
 
 @pytest.mark.skipif(not GAVEL_PATH.is_file(), reason="Gavel's throughput table not present")
@@ -199,7 +200,7 @@ def _philly(tmp_path, mutate):
 )
 def test_philly_bad_rows(tmp_path, mutate, match, reason):
     p = _philly(tmp_path, mutate)
-    check_bad_row(lambda e: read_philly_trace(p, errors=e), match, reason, 2)
+    check_bad_row(lambda e: read_philly_trace(p, on_bad_rows=e), match, reason, 2)
 
 
 def test_philly_cluster_fit_sort_and_to_trace(tmp_path):
@@ -260,7 +261,7 @@ def test_helios_bad_rows(tmp_path, line_no, replacement, match, reason):
     ls[line_no - 1] = replacement
     p = write(tmp_path, "cluster_log.csv", "".join(ls))
     # line 3 is the CPU-only job (filtered in the fixture): breaking it leaves the other three
-    check_bad_row(lambda e: read_helios_trace(p, errors=e), match, reason, 3 if line_no == 3 else 2)
+    check_bad_row(lambda e: read_helios_trace(p, on_bad_rows=e), match, reason, 3 if line_no == 3 else 2)
 
 
 def test_helios_bad_header_and_cluster(tmp_path):
@@ -292,8 +293,8 @@ def test_pai_fixture():
 @pytest.mark.parametrize(
     "table,line_no,replacement,match,reason",
     [
-        ("job", 2, "job_b2,inst_2,user_y,Running,1500.0,\n", r"pai_job_table\.csv: line 2: job 'job_b2': `end_time` is missing", "unfinished"),
-        ("job", 2, "job_b2,inst_2,user_y,Waiting,,\n", r"pai_job_table\.csv: line 2: job 'job_b2': `start_time` is missing", "never_started"),
+        ("job", 2, "job_b2,inst_2,user_y,Running,1500.0,\n", r"pai_job_table\.csv: (.*: )?line 2: job 'job_b2': `end_time` is missing", "unfinished"),
+        ("job", 2, "job_b2,inst_2,user_y,Waiting,,\n", r"pai_job_table\.csv: (.*: )?line 2: job 'job_b2': `start_time` is missing", "never_started"),
         ("job", 2, "job_b2,inst_2,user_y,Failed,1500.0,1500.0\n", r"line 2: job 'job_b2': duration must be positive", "zero_duration"),
         ("job", 2, "job_b2,inst_2,user_y,Failed,1500.0,1400.0\n", r"line 2: job 'job_b2': duration must be positive", "negative_duration"),
         ("job", 2, "job_b2,inst_2,user_y,Failed,1500.0,later\n", r"line 2: job 'job_b2': `end_time` must be a number; got 'later'", "not_a_number"),
@@ -307,13 +308,13 @@ def test_pai_bad_job_rows(tmp_path, table, line_no, replacement, match, reason):
     jl[line_no - 1] = replacement
     pj = write(tmp_path, "pai_job_table.csv", "".join(jl))
     pt = write(tmp_path, "pai_task_table.csv", "".join(tl))
-    check_bad_row(lambda e: read_pai_trace(pj, pt, errors=e), match, reason, 2)
+    check_bad_row(lambda e: read_pai_trace(pj, pt, on_bad_rows=e), match, reason, 2)
 
 
 @pytest.mark.parametrize(
     "line_no,replacement,match,reason",
     [
-        (1, "job_zz,worker,1,Terminated,1000.0,4600.0,600.0,29.0,100.0,V100\n", r"pai_task_table\.csv: line 1: task 'worker' names job 'job_zz', which is not in the job table", "unknown_job"),
+        (1, "job_zz,worker,1,Terminated,1000.0,4600.0,600.0,29.0,100.0,V100\n", r"pai_task_table\.csv: (.*: )?line 1: task 'worker' names job 'job_zz', which is not in the job table", "unknown_job"),
         (4, "job_c3,worker,x,Terminated,2000.0,9200.0,600.0,29.0,100.0,P100\n", r"line 4: task 'worker' of job 'job_c3': `inst_num` must be a number", "not_a_number"),
         (4, "job_c3,worker,4,Terminated,2000.0,9200.0,600.0,29.0,-100.0,P100\n", r"line 4: task 'worker' of job 'job_c3': `plan_gpu` must be non-negative; got '-100.0'", "bad_value"),
     ],
@@ -323,10 +324,9 @@ def test_pai_bad_task_rows(tmp_path, line_no, replacement, match, reason):
     tl[line_no - 1] = replacement
     pj = write(tmp_path, "pai_job_table.csv", "".join(jl))
     pt = write(tmp_path, "pai_task_table.csv", "".join(tl))
-    for errors in ("raise", "drop"):
-        with pytest.raises(ValidationError, match=match):
-            read_pai_trace(pj, pt, errors=errors)
-    t = read_pai_trace(pj, pt, errors="skip")
+    with pytest.raises(ValidationError, match=match):
+        read_pai_trace(pj, pt)
+    t = read_pai_trace(pj, pt, on_bad_rows="skip")
     tasks = report_of(t)["tasks"]
     assert tasks["malformed"] == {reason: 1} and re.search(match, tasks["examples"][reason][0])
     # a malformed task's job goes with it (its GPU count would be wrong); in the first case
@@ -382,7 +382,9 @@ def test_philly_real_trace_rows_dropped_and_counted(tmp_path):
         _philly_entry(6, "2017-10-03 00:06:00", "2017-10-03 00:06:00", "2017-10-03 00:36:00", 4, vc="vc2"),
     ]
     p = write(tmp_path, "cluster_job_log", json.dumps(entries))
-    t = read_philly_trace(p)
+    with pytest.raises(ValidationError, match=r"entry 1: job 'app_1': `attempts` must be a non-empty list"):
+        read_philly_trace(p)
+    t = read_philly_trace(p, on_bad_rows="skip")
     assert t["job_id"].tolist() == ["app_0", "app_6"]
     assert t["arrival"].tolist() == [0.0, 360.0] and t["duration"].tolist() == [3600.0, 1800.0]
     rep = report_of(t)
@@ -392,9 +394,9 @@ def test_philly_real_trace_rows_dropped_and_counted(tmp_path):
     assert rep["examples"]["unfinished"] == [f"{p}: entry 2: job 'app_2': `attempts[-1].end_time` is missing (got 'None')"]
     assert [s.split(": ")[1] for s in t.attrs["meta"]["skipped"]] == ["entry 1", "entry 2", "entry 3", "entry 4", "entry 5"]
     with pytest.raises(ValidationError, match=r"entry 1: job 'app_1': `attempts` must be a non-empty list"):
-        read_philly_trace(p, errors="raise")
+        read_philly_trace(p, on_bad_rows="raise")
     # the report travels into the trace built from the table
-    tr = load_trace(p, "philly", throughputs=TPUT, unmatched="skip")
+    tr = load_trace(p, "philly", throughputs=TPUT, unmatched="skip", on_bad_rows="skip")
     assert tr.meta["load_report"]["dropped"] == rep["dropped"]
 
 
@@ -430,16 +432,16 @@ def test_helios_real_trace_rows_dropped_and_counted(tmp_path):
             "e,u,4,24,1,CANCELLED,2020-04-01 00:04:00,,,,vc1\n"                                         # never started
             "f,u,2,12,1,FAILED,2020-04-01 00:05:00,2020-04-01 00:05:00,2020-04-01 00:35:00,1800,vc1\n")
     p = write(tmp_path, "cluster_log.csv", text)
-    t = read_helios_trace(p)
+    t = read_helios_trace(p, on_bad_rows="skip")
     assert t["job_id"].tolist() == ["a", "f"] and t["arrival"].tolist() == [0.0, 300.0]
     rep = report_of(t)
     assert (rep["rows"], rep["kept"]) == (6, 2)
     assert rep["dropped"] == {"zero_duration": 1, "unfinished": 1, "never_started": 1}
     assert rep["filtered"] == {"cpu_only": 1} and t.attrs["meta"]["cpu_jobs"] == 1
-    done = read_helios_trace(p, states="COMPLETED")
+    done = read_helios_trace(p, states="COMPLETED", on_bad_rows="skip")
     assert done["job_id"].tolist() == ["a"] and report_of(done)["filtered"] == {"status": 4, "cpu_only": 1}
     with pytest.raises(ValidationError, match=r"line 4: job 'c': duration must be positive; got 0 s"):
-        read_helios_trace(p, errors="raise")
+        read_helios_trace(p, on_bad_rows="raise")
 
 
 def test_pai_real_trace_rows_dropped_and_counted(tmp_path):
@@ -456,7 +458,9 @@ def test_pai_real_trace_rows_dropped_and_counted(tmp_path):
                "j4,ps,1,Terminated,300.0,900.0,600.0,29.0,,\n"
                "j6,worker,1,Terminated,500.0,1500.0,600.0,29.0,100.0,T4\n"
                "j6,ps,1,Terminated,500.0,1500.0,600.0,29.0,0.0,MISC\n")
-    t = read_pai_trace(pj, pt)
+    with pytest.raises(ValidationError, match=r"3 of 6 row\(s\) cannot be used"):
+        read_pai_trace(pj, pt)
+    t = read_pai_trace(pj, pt, on_bad_rows="skip")
     assert t["job_id"].tolist() == ["j1", "j6"]
     assert t["num_gpus"].tolist() == [2, 1]  # 2 instances x ceil(50 %) ; 1 x 100 % (+ a 0 % task)
     assert t["gpu_type"].tolist() == ["v100", "t4"]
@@ -472,6 +476,12 @@ def test_errors_argument_is_checked():
                  lambda: read_helios_trace(FIX / "helios_cluster_log_small.csv", errors=True),
                  lambda: read_gavel_trace(FIX / "gavel_small.trace", TPUT, errors="lenient")):
         with pytest.raises(ValidationError, match=r"`errors` must be one of \['drop', 'skip', 'raise'\]"):
+            read()
+    for read in (lambda: read_philly_trace(FIX / "philly_cluster_job_log_small.json", on_bad_rows="drop"),
+                 lambda: read_pai_trace(FIX / "pai_job_table_small.csv", FIX / "pai_task_table_small.csv",
+                                        on_bad_rows=None),
+                 lambda: load_trace(FIX / "gavel_small.trace", throughputs=TPUT, on_bad_rows="warn")):
+        with pytest.raises(ValidationError, match=r"`on_bad_rows` must be one of \['raise', 'skip'\]"):
             read()
 
 
@@ -537,12 +547,12 @@ def test_philly_matches_a_row_by_row_parse(tmp_path, seed):
     entries = _random_philly(np.random.default_rng(seed), 300)
     p = write(tmp_path, "log.json", json.dumps(entries))
     rows, dropped = _philly_by_hand(entries)
-    _compare(read_philly_trace(p), rows, dropped)
+    _compare(read_philly_trace(p, on_bad_rows="skip"), rows, dropped)
     # one virtual cluster: the same rows of that VC
     sel = [e if e["vc"] == "vc1" else None for e in entries]
     rows1, dropped1 = _philly_by_hand([e or {"attempts": [{"start_time": None}]} for e in sel])
     dropped1["never_started"] -= sel.count(None)
-    _compare(read_philly_trace(p, vc="vc1"), rows1, +dropped1)
+    _compare(read_philly_trace(p, vc="vc1", on_bad_rows="skip"), rows1, +dropped1)
 
 
 @pytest.mark.parametrize("seed", range(4))
@@ -564,7 +574,7 @@ def test_helios_matches_a_row_by_row_parse(tmp_path, seed):
         else:
             dropped[{"zero": "zero_duration", "open": "unfinished", "never": "never_started"}[kind]] += 1
     p = write(tmp_path, "cluster_log.csv", "\n".join(lines_) + "\n")
-    t = read_helios_trace(p)
+    t = read_helios_trace(p, on_bad_rows="skip")
     _compare(t, rows, dropped)
     assert report_of(t)["filtered"].get("cpu_only", 0) == cpu
 
@@ -597,7 +607,7 @@ def test_pai_matches_a_row_by_row_parse(tmp_path, seed):
                          types.pop() if len(types) == 1 else None))
     pj = write(tmp_path, "pai_job_table.csv", "\n".join(jobs_) + "\n")
     pt = write(tmp_path, "pai_task_table.csv", "\n".join(tasks_) + "\n")
-    t = read_pai_trace(pj, pt)
+    t = read_pai_trace(pj, pt, on_bad_rows="skip")
     _compare(t, [r[:7] for r in rows], dropped)
     assert [x if isinstance(x, str) else None for x in t["gpu_type"]] == [r[7] for r in rows]
 

@@ -76,9 +76,11 @@ def test_cluster_specs_real_file():
 def test_msr_trace_on_its_cluster_simulates():
     cat = hs.load_gavel_throughputs(GAVEL_TPUT)
     (cluster,) = read_gavel_cluster_specs(SPECS)["philly"]
-    tr = read_gavel_trace(MSR / "seed=0" / "6c71a0.trace", cat, cluster=cluster)
+    with pytest.raises(hs.ValidationError, match=r"63 of 2000 row\(s\) cannot be used \(no_throughput_row: 63\)"):
+        read_gavel_trace(MSR / "seed=0" / "6c71a0.trace", cat, cluster=cluster)
+    tr = read_gavel_trace(MSR / "seed=0" / "6c71a0.trace", cat, cluster=cluster, on_bad_rows="skip")
     rep = tr.meta["load_report"]
-    # default: the 63 jobs without a throughput-table row are dropped and counted
+    # skipped: the 63 jobs without a throughput-table row are dropped and counted
     assert rep["dropped"] == {"no_throughput_row": 63} and rep["malformed"] == {}
     assert rep["rows"] == 2000 and rep["kept"] == tr.n_jobs == 1937
     res = hs.simulate("max_min_fairness", tr.head(10), cluster, options=hs.SimOptions(max_time=86400.0))
@@ -89,7 +91,7 @@ def test_msr_trace_on_its_cluster_simulates():
 def test_every_msr_trace_report_adds_up():
     cat = hs.load_gavel_throughputs(GAVEL_TPUT)
     for f in sorted((MSR / "seed=0").glob("*.trace")):
-        tr = read_gavel_trace(f, cat)
+        tr = read_gavel_trace(f, cat, on_bad_rows="skip")
         rep = tr.meta["load_report"]
         n_lines = sum(1 for line in f.read_text().splitlines() if line.strip())
         assert rep["rows"] == n_lines, f.name

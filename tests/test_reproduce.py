@@ -25,7 +25,7 @@ def test_cli_quick_smallest_experiment_writes_expected_files(tmp_path: Path, cap
     code = main(["reproduce", "--quick", "sia_elastic", "--out", str(out), "--workers", "1"])
     assert code == 0
     runs = pd.read_csv(out / "sia_elastic.csv", keep_default_na=False)
-    assert {"policy", "load", "seed", "restart_seconds", "avg_jct_hours", "p99_jct", "makespan", "utilization",
+    assert {"policy", "load", "seed", "restart_seconds", "avg_jct_hours", "p99_jct_s", "makespan_s", "utilization",
             "status", "n_completed", "error", "run_wall_s"} <= set(runs.columns)
     assert sorted(runs["policy"]) == ["gavel", "gavel+packing", "sia"]
     assert (runs["error"] == "").all() and (runs["status"] == "drained").all()
@@ -115,7 +115,7 @@ def test_las_summary_hand_made() -> None:
         "load": [2.0, 2.0, 2.0, 2.0, 6.0, 6.0], "seed": [0, 1, 0, 1, 0, 0],
         "status": ["window_done"] * 5 + ["max_time"],
         "avg_jct_hours": [10.0, 12.0, 20.0, 24.0, 15.0, 90.0],
-        "p99_jct": [3600.0] * 6, "worst_ftf": [1.0] * 6, "utilization": [0.5] * 6, "run_wall_s": [1.0] * 6,
+        "p99_jct_s": [3600.0] * 6, "worst_ftf": [1.0] * 6, "utilization": [0.5] * 6, "run_wall_s": [1.0] * 6,
     })
     s = las_summary(runs).set_index(["policy", "load"])
     assert s.loc[("aware", 2.0), "avg_jct_hours"] == pytest.approx(11.0)
@@ -129,8 +129,8 @@ def test_las_summary_hand_made() -> None:
 def test_sia_summary_hand_made() -> None:
     runs = pd.DataFrame({
         "policy": ["sia", "gavel", "sia", "gavel"], "load": [2.0] * 4, "restart_seconds": [0.0, 0.0, 30.0, 30.0],
-        "seed": [0] * 4, "avg_jct_hours": [5.0, 10.0, 6.0, 8.0], "p99_jct": [7200.0] * 4,
-        "makespan": [36000.0] * 4, "utilization": [0.5] * 4, "run_wall_s": [1.0] * 4,
+        "seed": [0] * 4, "avg_jct_hours": [5.0, 10.0, 6.0, 8.0], "p99_jct_s": [7200.0] * 4,
+        "makespan_s": [36000.0] * 4, "utilization": [0.5] * 4, "run_wall_s": [1.0] * 4,
     })
     s = sia_summary(runs).set_index(["restart_seconds", "policy"])["sia_reduction"]
     assert s[(0.0, "gavel")] == pytest.approx(0.5) and s[(30.0, "gavel")] == pytest.approx(0.25)

@@ -10,9 +10,9 @@ import pandas as pd
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from sim_checker import check_simulation
 
 import hetsched as hs
-from sim_checker import check_simulation
 from hetsched.errors import SchedulerError, ValidationError
 from hetsched.formulations.spaces.packing import Packing
 from hetsched.formulations.spaces.placement_sensitivity import PlacementSensitivity
@@ -40,9 +40,9 @@ def test_space_sharing_strictly_shortens_the_makespan() -> None:
     cl = hs.Cluster({"v100": 1})
     alone = hs.simulate(hs.policies.MaxMinFairness(), jobs, cl)
     shared = hs.simulate(hs.policies.MaxMinFairness(packing=packing), jobs, cl)
-    assert alone.summary["makespan"] == pytest.approx(7200.0)
-    assert shared.summary["makespan"] == pytest.approx(4800.0)
-    assert shared.jobs["jct"].tolist() == pytest.approx([4800.0, 4800.0])
+    assert alone.summary["makespan_s"] == pytest.approx(7200.0)
+    assert shared.summary["makespan_s"] == pytest.approx(4800.0)
+    assert shared.jobs["jct_s"].tolist() == pytest.approx([4800.0, 4800.0])
     runs = shared.runs
     assert (runs["partner"] >= 0).all()  # every entry is the pair: one GPU, counted once
     assert shared.rounds["busy_v100"].max() == pytest.approx(360.0)
@@ -58,8 +58,8 @@ def test_sia_elasticity_strictly_lowers_jct() -> None:
     cl = hs.Cluster({"v100": 4})
     fixed = hs.simulate("max_min_fairness", jobs, cl)
     elastic = hs.simulate("sia", jobs, cl)
-    assert fixed.summary["avg_jct"] == pytest.approx(36000.0)
-    assert elastic.summary["avg_jct"] == pytest.approx(9900.0)
+    assert fixed.summary["avg_jct_s"] == pytest.approx(36000.0)
+    assert elastic.summary["avg_jct_s"] == pytest.approx(9900.0)
     assert (elastic.runs["gpus"] == 4).all()
     assert check_simulation(elastic, rate_bound=lambda j, p, k, g: g / (1.1 if g > 1 else 1.0)) == []
 
@@ -74,7 +74,7 @@ def test_consolidated_row_waits_rather_than_spreading() -> None:
     # unconsolidated row, which runs spread at 1 step/s -> 3,600 s.
     truth = PlacementSensitivity(unc)
     res = hs.simulate(hs.policies.MaxMinFairness(placement_sensitivity=truth), jobs, cl)
-    assert res.summary["avg_jct"] == pytest.approx(3600.0)
+    assert res.summary["avg_jct_s"] == pytest.approx(3600.0)
     assert res.runs["spread"].all()
     assert check_simulation(res) == []
     # A wrong bound (8 consolidated GPUs) makes the LP choose the consolidated row; placement
@@ -89,7 +89,7 @@ def test_restart_cost_by_hand() -> None:
     # One job, 1 step/s, 1,000 steps, 30 s to (re)start: it pays once -> JCT 1,030 s.
     jobs = hs.JobSet([[1.0]], gpu_types=["v100"], steps_remaining=[1000.0])
     res = hs.simulate("max_min_fairness", jobs, hs.Cluster({"v100": 1}), options=SimOptions(restart_seconds=30.0))
-    assert res.summary["avg_jct"] == pytest.approx(1030.0)
+    assert res.summary["avg_jct_s"] == pytest.approx(1030.0)
     assert res.jobs["restarts"].tolist() == [1]
     assert res.jobs["restart_seconds"].tolist() == [30.0]
     assert check_simulation(res) == []
@@ -103,7 +103,7 @@ def test_restart_cost_charged_on_every_resume() -> None:
     assert (runs["restart"] == 60.0).all()
     assert res.jobs["restarts"].sum() == len(runs)
     free = hs.simulate("max_min_fairness", jobs, hs.Cluster({"v100": 1}))
-    assert res.summary["makespan"] > free.summary["makespan"]
+    assert res.summary["makespan_s"] > free.summary["makespan_s"]
     assert check_simulation(res) == []
 
 
@@ -112,7 +112,7 @@ def test_restart_cost_longer_than_a_round_makes_no_progress_that_round() -> None
     res = hs.simulate("max_min_fairness", jobs, hs.Cluster({"v100": 1}),
                       options=SimOptions(restart_seconds=500.0, round_seconds=360.0))
     # round 0: 360 s of restart (no progress); round 1 keeps the GPU: 100 s of work.
-    assert res.summary["avg_jct"] == pytest.approx(460.0)
+    assert res.summary["avg_jct_s"] == pytest.approx(460.0)
     assert check_simulation(res) == []
 
 
@@ -171,8 +171,8 @@ def test_sia_hands_its_configuration_back_as_current() -> None:
     res = hs.simulate(sched, trace, CLUSTER)
     assert res.summary["n_completed"] == 6
     state = sched.initial_state()
-    from hetsched.rounds.loop import RoundWorkload
     from hetsched.rounds.ledger import Ledger
+    from hetsched.rounds.loop import RoundWorkload
 
     w = RoundWorkload.build(trace, CLUSTER, SimOptions(), sched)
     led = Ledger(w.total, 3, restart_seconds=0.0, record_runs=False)
@@ -282,7 +282,7 @@ def test_options_object_and_keywords_agree() -> None:
     a = hs.simulate("fifo", TWO, hs.Cluster({"v100": 1}), options=SimOptions(round_seconds=60.0))
     with pytest.warns(DeprecationWarning, match=r"\['round_seconds'\] are deprecated.*options=SimOptions"):
         b = hs.simulate("fifo", TWO, hs.Cluster({"v100": 1}), round_seconds=60.0)
-    assert a.jobs["jct"].tolist() == b.jobs["jct"].tolist()
+    assert a.jobs["jct_s"].tolist() == b.jobs["jct_s"].tolist()
 
 
 def test_workload_placeholder_is_rejected_outside_simulate() -> None:
@@ -326,7 +326,7 @@ def test_a_pending_solve_is_reported_to_the_driver() -> None:
     res = hs.simulate(sched, jobs, hs.Cluster({"v100": 1}))
     assert res.summary["status"] == "drained"
     assert all(pending == (not solved) for _, solved, pending in seen)
-    assert float(res.jobs.set_index("job_id").loc["b", "start"]) == 1800.0   # b waited for the periodic solve
+    assert float(res.jobs.set_index("job_id").loc["b", "start_s"]) == 1800.0   # b waited for the periodic solve
 
 
 @pytest.mark.parametrize("policy", ["max_min_fairness", "sia", "fifo",

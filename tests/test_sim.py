@@ -8,12 +8,12 @@ import math
 import numpy as np
 import pandas as pd
 import pytest
+from sim_checker import check_simulation
 
 import hetsched as hs
 from hetsched.errors import ValidationError
 from hetsched.policies import MaxMinFairness
 from hetsched.sim import SimulationResult, generate_workload, simulate
-from sim_checker import check_simulation
 
 TIMING_COLS = ("solve_s", "plan_s", "place_s")
 
@@ -34,9 +34,9 @@ def test_one_job_on_idle_cluster_runs_at_its_best_throughput(mechanism, steps, a
     res = simulate("max_min_fairness", one_job([3.0, 1.0], steps, arrival), hs.Cluster({"v100": 1, "k80": 2}),
                    options=hs.SimOptions(mechanism=mechanism))
     row = res.jobs.iloc[0]
-    assert row["jct"] == pytest.approx(steps / 3.0, rel=1e-12)
-    assert row["finish"] == pytest.approx(arrival + steps / 3.0, rel=1e-12)
-    assert row["queueing_delay"] == 0.0
+    assert row["jct_s"] == pytest.approx(steps / 3.0, rel=1e-12)
+    assert row["finish_s"] == pytest.approx(arrival + steps / 3.0, rel=1e-12)
+    assert row["queueing_delay_s"] == 0.0
     assert res.summary["n_rounds"] == math.ceil(steps / 3.0 / 360.0)
     assert check_simulation(res) == []
 
@@ -44,7 +44,7 @@ def test_one_job_on_idle_cluster_runs_at_its_best_throughput(mechanism, steps, a
 def test_multi_gpu_job_uses_its_gang_throughput():
     jobs = one_job([8.0, 2.0], 8000.0, scale=4)
     res = simulate("max_min_fairness", jobs, hs.Cluster({"v100": 4, "k80": 8}))
-    assert res.jobs["jct"].iloc[0] == pytest.approx(1000.0)
+    assert res.jobs["jct_s"].iloc[0] == pytest.approx(1000.0)
     assert res.jobs["gpu_seconds_v100"].iloc[0] == pytest.approx(4 * 1000.0)
     assert res.summary["gpu_hours_v100"] == pytest.approx(4000.0 / 3600)
 
@@ -64,9 +64,9 @@ def test_two_jobs_sharing_one_gpu_hand_derived(mechanism):
     res = simulate("max_min_fairness", jobs, hs.Cluster({"v100": 1}), options=hs.SimOptions(mechanism=mechanism))
     j = res.jobs.set_index("job_id")
     b_finish = 720.0 if mechanism == "rounds" else 1080.0
-    assert j.loc["B", "finish"] == pytest.approx(b_finish)
-    assert j.loc["B", "jct"] == pytest.approx(b_finish - 100.0)
-    assert j.loc["A", "finish"] == pytest.approx(3960.0)
+    assert j.loc["B", "finish_s"] == pytest.approx(b_finish)
+    assert j.loc["B", "jct_s"] == pytest.approx(b_finish - 100.0)
+    assert j.loc["A", "finish_s"] == pytest.approx(3960.0)
     assert check_simulation(res) == []
 
 
@@ -95,7 +95,7 @@ def test_ideal_and_rounds_agree_within_a_bound_that_shrinks_with_the_round():
         for L in (720.0, 45.0):
             r = simulate("max_min_fairness", jobs, cl, options=hs.SimOptions(round_seconds=L))
             i = simulate("max_min_fairness", jobs, cl, options=hs.SimOptions(mechanism="ideal", round_seconds=L))
-            worst[L] = float(np.abs(r.jobs["jct"] - i.jobs["jct"]).max())
+            worst[L] = float(np.abs(r.jobs["jct_s"] - i.jobs["jct_s"]).max())
             assert worst[L] <= 8 * L, (seed, L, worst[L])
         assert worst[45.0] < worst[720.0]
 
@@ -158,7 +158,7 @@ def test_window_and_max_time():
     assert res.jobs.loc[res.jobs["in_window"], "completed"].all()
     res_t = simulate("max_min_fairness", tr, cl, options=hs.SimOptions(window=(3600.0, 7200.0), window_unit="seconds"))
     sel = res_t.jobs["in_window"]
-    assert ((res_t.jobs.loc[sel, "arrival"] >= 3600) & (res_t.jobs.loc[sel, "arrival"] < 7200)).all()
+    assert ((res_t.jobs.loc[sel, "arrival_s"] >= 3600) & (res_t.jobs.loc[sel, "arrival_s"] < 7200)).all()
     capped = simulate("max_min_fairness", tr, cl, options=hs.SimOptions(max_time=10 * 3600.0))
     assert capped.summary["status"] == "max_time"
     assert capped.summary["n_unfinished"] > 0
@@ -177,7 +177,7 @@ def test_determinism_per_seed():
     pd.testing.assert_frame_equal(a.runs, b.runs)
     c = simulate("max_min_fairness", {"n_jobs": 25, "rate_per_hour": 8.0, "long_job_prob": 0.1}, cl,
                  options=hs.SimOptions(seed=8))
-    assert not np.allclose(c.jobs["arrival"].to_numpy(), a.jobs["arrival"].to_numpy())
+    assert not np.allclose(c.jobs["arrival_s"].to_numpy(), a.jobs["arrival_s"].to_numpy())
     assert a.config["seed"] == 7 and "numpy" in a.versions and "hetsched" in a.versions
 
 
@@ -186,12 +186,12 @@ def test_result_round_trip_and_utilization(tmp_path, placed_run):
     for f in ("jobs.csv", "rounds.csv", "summary.json", "runs.csv"):
         assert (d / f).is_file()
     back = SimulationResult.from_dir(d)
-    assert back.summary["avg_jct"] == pytest.approx(placed_run.summary["avg_jct"])
+    assert back.summary["avg_jct_s"] == pytest.approx(placed_run.summary["avg_jct_s"])
     assert back.config["policy"] == "max_min_fairness"
     u = placed_run.utilization_over_time()
     assert ((u["total"] >= 0) & (u["total"] <= 1 + 1e-9)).all()
     busy = sum(placed_run.rounds[f"busy_{t}"].sum() for t in placed_run.gpu_types)
-    span = placed_run.summary["sim_end"] - placed_run.summary["sim_start"]
+    span = placed_run.summary["sim_end_s"] - placed_run.summary["sim_start_s"]
     assert placed_run.summary["utilization"] == pytest.approx(busy / (36 * span))
 
 
@@ -203,7 +203,7 @@ def test_progress_callback_and_slo_deadlines():
                    options=hs.SimOptions(progress=lambda t, done, total: seen.append((t, done, total))))
     assert seen and seen[-1][1] == 10 and seen[-1][2] == 10
     assert res.summary["slo_jobs"] == 10
-    late = res.jobs["finish"] > res.jobs["deadline"]
+    late = res.jobs["finish_s"] > res.jobs["deadline_s"]
     assert (res.jobs["slo_violated"] == late).all()
     assert res.summary["slo_violations"] == int(late.sum())
 
@@ -220,7 +220,7 @@ def test_empty_workload_is_an_empty_result():
     empty = hs.JobSet(np.zeros((0, 2)), gpu_types=["v100", "k80"], steps_remaining=np.zeros(0))
     res = simulate("max_min_fairness", empty, hs.Cluster({"v100": 1, "k80": 1}))
     assert res.summary["n_jobs"] == 0 and res.summary["n_rounds"] == 0
-    assert math.isnan(res.summary["avg_jct"])
+    assert math.isnan(res.summary["avg_jct_s"])
     assert len(res.jobs) == 0
 
 

@@ -249,15 +249,20 @@ def _write(tmp_path: Path, obj: object, name: str = "t.json") -> Path:
 
 class TestLoader:
     def test_fixture_exact(self, tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+        # the fixture lacks ('A (batch size 8)', 2) on k80: an error by default (issue 30),
+        # throughput 0 there when asked for explicitly
+        with pytest.raises(ValidationError, match=r"1 row\(s\) .* no isolated throughput on some GPU type: "
+                                                  r"\('A \(batch size 8\)', 2\) on \['k80'\]"):
+            load_gavel_throughputs(_write(tmp_path, _fixture()))
         with caplog.at_level(logging.INFO, logger="hetsched.inputs.throughputs"):
-            cat = load_gavel_throughputs(_write(tmp_path, _fixture()))
+            cat = load_gavel_throughputs(_write(tmp_path, _fixture()), missing="zero")
         assert cat.gpu_types == ("v100", "k80")
         assert [cat.key(r) for r in range(len(cat))] == [("A (batch size 8)", 1), ("A (batch size 8)", 2), ("B", 1)]
         np.testing.assert_array_equal(cat.throughputs, [[10.0, 2.0], [18.0, 0.0], [3.0, 0.5]])
         # k80 has no unconsolidated table: it copies the consolidated column
         np.testing.assert_array_equal(cat.unconsolidated, [[10.0, 2.0], [9.0, 0.0], [3.0, 0.5]])
-        # the missing (A, 2) row on k80 was logged
-        assert any("'k80' lacks 1 row" in r.getMessage() for r in caplog.records)
+        # the missing (A, 2) row on k80 was logged, as a warning
+        assert any("'k80' lacks 1 row" in r.getMessage() and r.levelno == logging.WARNING for r in caplog.records)
         pairs = cat.pairs
         assert pairs.index.tolist() == [[0, 0], [0, 2]]
         np.testing.assert_array_equal(pairs.throughputs[0], [[5.0, 5.0], [0.0, 0.0]])
@@ -267,9 +272,11 @@ class TestLoader:
 
     def test_accepts_str_path_and_strict(self, tmp_path: Path) -> None:
         p = _write(tmp_path, _fixture())
-        assert len(load_gavel_throughputs(str(p))) == 3
+        assert len(load_gavel_throughputs(str(p), missing="zero")) == 3
         with pytest.raises(ValidationError, match=r"'k80' lacks 1 row.*strict"):
             load_gavel_throughputs(p, strict=True)
+        with pytest.raises(ValidationError, match=r"'k80' lacks 1 row.*strict"):
+            load_gavel_throughputs(p, strict=True, missing="zero")
 
     def test_missing_file(self, tmp_path: Path) -> None:
         missing = tmp_path / "nope.json"
@@ -320,11 +327,15 @@ class TestLoader:
         obj["v100"][B1][A1] = [1.0, 7.0]  # mirror of A1's [6.0, 1.5] would be [1.5, 6.0]
         p = _write(tmp_path, obj)
         with caplog.at_level(logging.WARNING, logger="hetsched.inputs.throughputs"):
-            cat = load_gavel_throughputs(p)
+            cat = load_gavel_throughputs(p, missing="zero")
         assert cat.pairs.lookup(0, 2)[0].tolist() == [6.0, 1.5]  # lower row wins
         assert any("disagree" in r.getMessage() for r in caplog.records)
-        with pytest.raises(ValidationError, match="disagree"):
-            load_gavel_throughputs(p, strict=True)
+        # strict: the mirror's disagreement itself (the file given every row on every type;
+        # "disagree" alone would also match this test's tmp_path)
+        obj["k80"][A2] = {"null": 0.0}
+        obj["k80_unconsolidated"] = {k: {"null": v["null"]} for k, v in obj["k80"].items()}
+        with pytest.raises(ValidationError, match="pair entr\\(ies\\) on GPU column 0 disagree with their mirror"):
+            load_gavel_throughputs(_write(tmp_path, obj, "complete.json"), strict=True)
 
 
 @pytest.mark.skipif(not GAVEL_PATH.is_file(), reason="Gavel's throughput table not present")

@@ -8,10 +8,10 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from checker import assert_feasible
+from sim_checker import check_simulation
 
 import hetsched as hs
-from sim_checker import check_simulation
-from checker import assert_feasible
 from hetsched.errors import ValidationError
 from hetsched.mechanism import RoundPlan, ShareHistory
 from hetsched.schedulers import ServiceDistribution, Tiresias, gittins_index
@@ -195,7 +195,7 @@ def test_simulate_completes_every_job() -> None:
                      arrival_times=np.sort(rng.uniform(0, 20000, n)), steps_remaining=rng.uniform(1e3, 5e4, n))
     res = hs.simulate(Tiresias(thresholds=[3600.0], promote_knob=4.0), jobs, hs.Cluster({"v100": 4, "k80": 4}))
     assert res.summary["n_completed"] == n and res.summary["status"] == "drained"
-    assert (res.jobs["jct"] > 0).all() and res.summary["worst_ftf"] > 0
+    assert (res.jobs["jct_s"] > 0).all() and res.summary["worst_ftf"] > 0
     assert check_simulation(res) == []
 
 
@@ -207,7 +207,7 @@ def test_two_jobs_through_simulate_by_hand() -> None:
                      steps_remaining=[720.0, 360.0])
     res = hs.simulate(Tiresias(thresholds=[360.0]), jobs, hs.Cluster({"v100": 1}),
                       options=hs.SimOptions(round_seconds=360.0))
-    assert res.jobs["jct"].tolist() == [1080.0, 720.0]
+    assert res.jobs["jct_s"].tolist() == [1080.0, 720.0]
 
 
 # Expectations measured with the old per-scheduler replay loop (hetsched.schedulers.replay,
@@ -234,7 +234,7 @@ def test_round_loop_equals_old_replay(seed: int, name: str) -> None:
     res = hs.simulate(sched, trace, hs.Cluster({"v100": 8, "p100": 8, "k80": 8}),
                       options=hs.SimOptions(round_seconds=360.0))
     s = res.summary
-    got = (s["avg_jct"], s["makespan"], s["p99_jct"], int(res.jobs["preemptions"].sum()), s["n_rounds"])
+    got = (s["avg_jct_s"], s["makespan_s"], s["p99_jct_s"], int(res.jobs["preemptions"].sum()), s["n_rounds"])
     assert got[3:] == REPLAY_EXPECTED[seed, name][3:]
     np.testing.assert_allclose(got[:3], REPLAY_EXPECTED[seed, name][:3], rtol=1e-12)
     assert check_simulation(res) == []

@@ -14,8 +14,8 @@ from hypothesis import strategies as st
 
 import hetsched as hs
 from hetsched import validation as V
-from hetsched.inputs.traces.load_report import LoadReport, RowChecks
 from hetsched.inputs.traces.cells import Field, apply_schema
+from hetsched.inputs.traces.load_report import LoadReport, RowChecks
 
 TYPES = ["v100", "k80"]
 
@@ -393,11 +393,14 @@ def test_apply_schema_reads_converts_and_checks_each_column() -> None:
 
 def test_apply_schema_errors_modes() -> None:
     cells = {"steps": ["1", "1"], "end": ["1", ""], "arrival": ["-3", "0"]}
-    for errors, raises in (("raise", "line 2: `arrival` must be non-negative; got '-3'"), ("drop", "line 2")):
-        _, chk = _checks(2, errors)
-        apply_schema(chk, cells, SCHEMA)
-        with pytest.raises(hs.ValidationError, match=re.escape(raises)):
-            chk.resolve()
+    # "raise": the stage records the rows; the end of the read raises, counting them all
+    report, chk = _checks(2, "raise")
+    apply_schema(chk, cells, SCHEMA)
+    chk.resolve()
+    with pytest.raises(hs.ValidationError, match=re.escape(
+            "f.csv: 2 of 2 row(s) cannot be used (bad_value: 1, unfinished: 1): line 2: `arrival` must be "
+            "non-negative; got '-3'; line 3: `end` is missing")):
+        report.check()
     report, chk = _checks(2, "skip")
     apply_schema(chk, cells, SCHEMA, prefix=lambda i: f"job {i}: ")
     chk.resolve()

@@ -50,8 +50,10 @@ __all__ = ["Partitioned", "solve", "split_cluster", "split_jobs", "validate_prob
 log = logging.getLogger(__name__)
 
 
-def validate_problem(policy: Policy, jobs: JobSet, cluster: Cluster) -> np.ndarray:
+def validate_problem(policy: Policy | str, jobs: JobSet, cluster: Cluster) -> np.ndarray:
     """Check that ``jobs`` can be scheduled on ``cluster`` by ``policy``; return capacities.
+
+    ``policy`` is a policy object or a registered name (as for :func:`solve`).
 
     Raises
     ------
@@ -63,6 +65,8 @@ def validate_problem(policy: Policy, jobs: JobSet, cluster: Cluster) -> np.ndarr
     MissingFieldError
         A field the policy requires is missing from ``jobs``.
     """
+    if not isinstance(policy, Policy):
+        policy = make_policy(policy)  # a name; anything else: a ValidationError naming `policy`
     check_instance(jobs, "jobs", JobSet, "a hetsched.JobSet")
     check_instance(cluster, "cluster", Cluster, "a hetsched.Cluster")
     cap = cluster.capacities(jobs.gpu_types)

@@ -60,6 +60,7 @@ from .sim import (
     SimOptions,
     SimulationResult,
     generate_workload,
+    load_config,
     load_trace,
     run_config,
     simulate,
@@ -67,6 +68,7 @@ from .sim import (
 )
 from .sim.options import make_options
 from .sim.provenance import progress_wanted, provenance, write_provenance
+from .solvers.certificate import DEFAULT_TOL
 from .validation import check_int
 from .validation import check_output_path as _check_out
 
@@ -81,11 +83,11 @@ DEFAULT_CLUSTER = "v100=36,p100=36,k80=36"
 
 _SUMMARY_ROWS = (
     ("jobs (measured / completed)", None),
-    ("avg JCT (h)", "avg_jct"),
-    ("median JCT (h)", "median_jct"),
-    ("p99 JCT (h)", "p99_jct"),
-    ("makespan (h)", "makespan"),
-    ("avg queueing delay (h)", "avg_queueing_delay"),
+    ("avg JCT (h)", "avg_jct_s"),
+    ("median JCT (h)", "median_jct_s"),
+    ("p99 JCT (h)", "p99_jct_s"),
+    ("makespan (h)", "makespan_s"),
+    ("avg queueing delay (h)", "avg_queueing_delay_s"),
     ("worst FTF rho", "worst_ftf"),
     ("share FTF rho > 1.05", "share_ftf_above_1_05"),
     ("utilization", "utilization"),
@@ -117,6 +119,10 @@ def _add_workload_args(p: argparse.ArgumentParser, *, jobs_default: int = 200) -
     g.add_argument("--trace-format", choices=("gavel", "philly", "helios", "pai", "sia"), default=None,
                    help="trace format (default from the file name)")
     g.add_argument("--task-path", metavar="PATH", default=None, help="PAI task table (with --trace-format pai)")
+    g.add_argument("--skip-bad-rows", action="store_true",
+                   help="drop the trace rows that cannot be used (unknown job type, unfinished job, malformed "
+                        "field...) with a warning and record their counts in the provenance, instead of "
+                        "failing (the default); applies to --trace and to a --config trace")
     c = p.add_argument_group("cluster")
     c.add_argument("--cluster", "--gpus", dest="cluster", default=DEFAULT_CLUSTER,
                    help=f"GPU counts TYPE=N,... (default {DEFAULT_CLUSTER})")
@@ -194,13 +200,20 @@ def _add_demo_parser(sub: Any) -> None:
 
 def _add_solve_parser(sub: Any) -> None:
     """``solve``: one allocation for generated jobs."""
-    solve = sub.add_parser("solve", help="solve one allocation for generated jobs and print it")
+    solve = sub.add_parser(
+        "solve", help="solve one allocation for generated (or traced) jobs and print it",
+        description="Solve one allocation and print it: the status and objective, the GPUs used per type, and "
+                    "the allocation itself, one row per job (the fraction of time on each GPU type and the "
+                    "effective throughput). Entries within the certificate's tolerance (1e-6) of 0 or 1 are "
+                    "printed and written as exactly 0 or 1.")
     solve.add_argument("--policy", default="max_min_fairness", help="policy name (default max_min_fairness)")
     solve.add_argument("--param", action="append", default=[], metavar="KEY=VALUE", help="policy parameter")
     _add_workload_args(solve, jobs_default=100)
     solve.add_argument("--solver", default="auto")
     solve.add_argument("--time-limit", type=float, default=None)
-    solve.add_argument("--out", "-o", metavar="CSV", default=None, help="write the allocation as CSV")
+    solve.add_argument("--out", "-o", metavar="CSV", default=None,
+                       help="also write the allocation as CSV (job_id, one column per GPU type, effective_throughput); "
+                            "entries within the certificate's tolerance (1e-6) of 0 or 1 are written as exactly 0 or 1")
 
 
 def _add_simulate_parser(sub: Any) -> None:
@@ -419,6 +432,10 @@ def _needs_pairs(pol: Any) -> bool:
 
 def _workload(args: argparse.Namespace, cluster: Cluster, *, pairs: bool = False):
 
+    if getattr(args, "skip_bad_rows", False) and (args.trace is None or args.trace_format == "sia"):
+        raise ValidationError("`--skip-bad-rows` applies to the rows of a --trace of format gavel, philly, helios or "
+                              "pai; " + ("Sia's reader never drops rows." if args.trace is not None
+                                         else "this workload is generated."))
     if args.trace is not None and args.trace_format == "sia":
         unknown = [t for t in cluster.gpu_types if t not in SIA_MACHINE_SUFFIXES]
         if unknown:
@@ -428,17 +445,23 @@ def _workload(args: argparse.Namespace, cluster: Cluster, *, pairs: bool = False
                                       machines={t: SIA_MACHINE_SUFFIXES[t] for t in cluster.gpu_types})
     if args.trace is not None:
         trace = load_trace(args.trace, args.trace_format, throughputs=args.throughputs, task_path=args.task_path,
-                           seed=args.seed, cluster=cluster)
+                           seed=args.seed, cluster=cluster, on_bad_rows="skip" if args.skip_bad_rows else "raise")
         rep = trace.meta.get("load_report") or {}
-        lost = {**rep.get("dropped", {}), **rep.get("malformed", {}), **rep.get("filtered", {})}
-        if lost:  # rows the trace holds that were not kept: say so (details in meta["load_report"])
-            print(f"note: {args.trace}: {rep.get('rows')} rows, {rep.get('kept')} kept; not kept: {lost}", file=sys.stderr)
+        bad = {**rep.get("dropped", {}), **rep.get("malformed", {})}
+        filtered = rep.get("filtered", {})
+        if bad or filtered:  # rows the trace holds that were not kept: say so (details in meta["load_report"])
+            print(f"note: {args.trace}: {rep.get('rows')} rows, {rep.get('kept')} kept"
+                  + (f"; skipped (--skip-bad-rows): {bad}" if bad else "")
+                  + (f"; filtered: {filtered}" if filtered else ""), file=sys.stderr)
         return trace
     check_int(args.jobs, "--jobs", low=0)
     cat = _catalogue(args, cluster.gpu_types, pairs=pairs)
     probs = {1: 1.0} if args.single_gpu else (0.70, 0.10, 0.15, 0.05)
-    return generate_workload(args.jobs, rate_per_hour=args.rate, seed=args.seed, catalogue=cat,
-                             scale_factor_probs=probs, long_job_prob=args.long_job_prob)
+    trace = generate_workload(args.jobs, rate_per_hour=args.rate, seed=args.seed, catalogue=cat,
+                              scale_factor_probs=probs, long_job_prob=args.long_job_prob, cluster=cluster)
+    for note in trace.meta.get("notes", []):  # e.g. gangs capped at what a small cluster can run
+        print(f"note: {note}", file=sys.stderr)
+    return trace
 
 
 def _sim_kwargs(args: argparse.Namespace) -> dict[str, Any]:
@@ -578,7 +601,7 @@ def _demo(args: argparse.Namespace, out: TextIO) -> int:
         if s["failed_solves"]:
             notes.append(f"note: {name!r}: {s['failed_solves']} solve(s) did not succeed; the previous allocation was kept")
         print(
-            f"{name:<32} {_h(s['avg_jct']):>9} {_h(s['p99_jct']):>9} {_h(s['makespan']):>10} "
+            f"{name:<32} {_h(s['avg_jct_s']):>9} {_h(s['p99_jct_s']):>9} {_h(s['makespan_s']):>10} "
             f"{_num(s['worst_ftf']):>9} {_num(s['utilization']):>6} {s['preemptions']:>7} {s['n_solves']:>6} "
             f"{s['wall_s']:>7.2f}",
             file=out,
@@ -596,13 +619,22 @@ def _solve(args: argparse.Namespace, out: TextIO) -> int:
     pol = _make_policy(args.policy, args.param, schedulers=False)
     jobs = trace.jobs.with_columns(cluster.gpu_types)
     res = solve(pol, jobs, cluster, solver=args.solver, time_limit=args.time_limit)
-    used = (jobs.scale_factors[:, None] * res.X).sum(axis=0) if res.has_solution and res.X.size else np.zeros(jobs.n_types)
+    # solvers stop within a tolerance: entries the certificate accepts as 0 (or 1) are shown and written as such
+    tol = res.certificate.tol if res.certificate is not None else DEFAULT_TOL
+    frame = res.to_frame(snap=tol)
+    X = frame[list(res.gpu_types)].to_numpy(dtype=float)
+    used = (jobs.scale_factors[:, None] * X).sum(axis=0) if res.has_solution and X.size else np.zeros(jobs.n_types)
     print(f"{pol.name}: {res.status} objective={res.objective:.6g} ({jobs.n_jobs} jobs, {res.sizes.get('n_classes')} classes, "
           f"{res.timings.get('total_s', math.nan):.3f} s, solver {res.solver})", file=out)
     print("GPUs used: " + ", ".join(f"{t} {u:.2f}/{c}" for t, u, c in zip(jobs.gpu_types, used, cluster.capacities(jobs.gpu_types).astype(int))), file=out)
+    if res.has_solution:
+        print(f"allocation (fraction of time per GPU type; within {tol:g} of 0 or 1 shown as 0 or 1):", file=out)
+        print(frame.to_string(float_format="{:.6g}".format), file=out)
+    else:
+        print(f"no allocation: {res.message}", file=out)
     if args.out is not None:
         Path(args.out).parent.mkdir(parents=True, exist_ok=True)
-        res.to_frame().to_csv(args.out)
+        frame.to_csv(args.out)
         print(f"wrote {args.out}", file=out)
     return 0 if res.success else 1
 
@@ -616,12 +648,25 @@ def _config_file(args: argparse.Namespace) -> dict[str, Any]:
     return {"config_file": str(p.resolve()), "config_toml": text}
 
 
+def _experiment(args: argparse.Namespace) -> Any:
+    """The ``--config`` experiment to run: its path, or with ``--skip-bad-rows`` the loaded
+    experiment whose trace is read with ``on_bad_rows="skip"``."""
+    if not args.skip_bad_rows:
+        return args.config
+    cfg = load_config(args.config)
+    if cfg.workload.get("kind", "generated") == "generated":
+        raise ValidationError(f"`--skip-bad-rows` applies to the rows of a trace; the [workload] of `--config` "
+                              f"{args.config!r} is generated.")
+    cfg.workload["on_bad_rows"] = "skip"
+    return cfg
+
+
 def _simulate(args: argparse.Namespace, out: TextIO) -> int:
 
     _check_out(args.out, "dir")
     progress = progress_wanted(args.progress)
     if args.config is not None:
-        res = run_config(args.config, progress=progress)
+        res = run_config(_experiment(args), progress=progress)
         if not isinstance(res, SimulationResult):
             raise ValidationError(f"`--config` {args.config!r} describes {len(res)} runs; use `sweep --config` for it.")
     else:
@@ -645,10 +690,13 @@ def _sweep(args: argparse.Namespace, out: TextIO) -> int:
     progress = True if progress_wanted(args.progress) else None
     grid: dict[str, Any] = {}
     if args.config is not None:
-        df = run_config(args.config, max_workers=args.workers, progress=progress)
+        df = run_config(_experiment(args), max_workers=args.workers, progress=progress)
         if not hasattr(df, "columns"):
             raise ValidationError(f"`--config` {args.config!r} describes one run; use `simulate --config` for it.")
     else:
+        if args.skip_bad_rows:
+            raise ValidationError("`--skip-bad-rows` applies to the rows of a trace; a sweep reads one only from "
+                                  "`--config` (a [workload] of a trace kind).")
         cluster = _parse_cluster(args.cluster, args.gpus_per_server)
         policies: dict[str, Any] = {}
         for name in (p.strip() for p in args.policies.split(",") if p.strip()):
@@ -672,21 +720,29 @@ def _sweep(args: argparse.Namespace, out: TextIO) -> int:
         for k, v in _sim_kwargs(args).items():
             if v is not None:
                 grid[k] = v
+        # the generator caps gangs at what the cluster can run; say so once here (the runs only log it)
+        probe = generate_workload(0, rate_per_hour=1.0, cluster=cluster, catalogue=grid.get("catalogue"),
+                                  **({"scale_factor_probs": grid["scale_factor_probs"]} if args.single_gpu else {}))
+        for note in probe.meta.get("notes", []):
+            print(f"note: {note}", file=sys.stderr)
         df = sweep(grid, max_workers=args.workers, progress=progress)
     cols = [c for c in ("policy", "load", "seed", "n_completed", "avg_jct_hours", "worst_ftf", "utilization",
                         "status", "error") if c in df]
     with_pd_opts(lambda: print(df[cols].to_string(index=False), file=out))
+    failed = int((df["error"].notna() & (df["error"].astype(str) != "")).sum()) if "error" in df else 0
     if args.out is not None:
         d = Path(args.out)
         _write_sweep(df, d, args, grid)
         print(f"wrote {d / 'sweep.csv'}, provenance.json", file=out)
-        if args.plot:
+        if args.plot and failed == len(df):
+            print(f"error: no figure written: every run of the sweep failed ({failed}); see the error column "
+                  f"of {d / 'sweep.csv'}", file=sys.stderr)
+        elif args.plot:
             from .sim import plots
 
             ax = plots.jct_vs_load(df)
             ax.figure.savefig(d / "jct_vs_load.png", dpi=120)
             print(f"wrote {d / 'jct_vs_load.png'}", file=out)
-    failed = int((df["error"].notna() & (df["error"].astype(str) != "")).sum()) if "error" in df else 0
     return 1 if failed else 0
 
 
@@ -783,11 +839,14 @@ def _plot(args: argparse.Namespace, out: TextIO) -> int:
         runs = dict(zip(plots.run_labels(results, [f.name for f in files]), results))
     else:
         frames = [pd.read_csv(f, keep_default_na=False, na_values=["", "nan", "NaN"]) for f in files]
-        sweep_df = pd.concat(frames, ignore_index=True)
+        table = pd.concat(frames, ignore_index=True)
     written = []
     for kind in kinds:
         if kind == "jct_vs_load":
-            fig = plots.jct_vs_load(sweep_df).figure
+            try:
+                fig = plots.jct_vs_load(table).figure
+            except ValidationError as exc:
+                raise ValidationError(f"{', '.join(map(str, files))}: {exc}") from None
         elif kind == "utilization":
             fig = (plots.utilization_over_time(results[0], window_hours=args.window_hours).figure if len(runs) == 1
                    else plots.utilization_by_type(runs, window_hours=args.window_hours))

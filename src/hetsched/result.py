@@ -81,10 +81,38 @@ class Allocation:
         """Whether X holds numbers (False when the solver returned no solution)."""
         return not bool(np.isnan(self.X).any()) if self.X.size else self.success
 
-    def to_frame(self) -> pd.DataFrame:
-        """DataFrame indexed by job id: one column per GPU type plus ``effective_throughput``."""
-        df = pd.DataFrame(self.X, index=pd.Index(self.job_ids, name="job_id"), columns=list(self.gpu_types))
-        df["effective_throughput"] = self.effective_throughput
+    def to_frame(self, *, snap: float | None = None) -> pd.DataFrame:
+        """DataFrame indexed by job id: one column per GPU type plus ``effective_throughput``.
+
+        Parameters
+        ----------
+        snap : float, optional
+            Write entries of ``X`` within ``snap`` of 0 or of 1 as exactly 0 or 1 (and
+            ``effective_throughput`` from those entries). Solvers stop within a tolerance, so
+            an entry that is 0 in the optimum comes back as e.g. ``1.86e-09``; pass the
+            certificate's tolerance (``res.certificate.tol``, 1e-6 by default: what the
+            independent re-check accepts as 0) to write what the allocation means.
+            ``python -m hetsched solve --out`` does. Default: X as the solver returned it.
+
+        Examples
+        --------
+        >>> import hetsched as hs
+        >>> res = hs.solve("max_min_fairness", hs.JobSet([[2.0, 1.0]], gpu_types=["v100", "k80"]),
+        ...                hs.Cluster({"v100": 1, "k80": 1}))
+        >>> res.to_frame(snap=res.certificate.tol).loc[0].tolist()   # job 0: all its time on the v100
+        [1.0, 0.0, 2.0]
+        """
+        X = self.X
+        if snap is not None:
+            tol = float(snap)
+            if not (tol >= 0 and np.isfinite(tol)):
+                from .errors import ValidationError
+
+                raise ValidationError(f"`snap` must be a finite tolerance >= 0; got {snap!r}.")
+            X = np.where(np.abs(X) <= tol, 0.0, X)
+            X = np.where(np.abs(X - 1.0) <= tol, 1.0, X)
+        df = pd.DataFrame(X, index=pd.Index(self.job_ids, name="job_id"), columns=list(self.gpu_types))
+        df["effective_throughput"] = (self.throughputs * X).sum(axis=1)
         return df
 
     def __repr__(self) -> str:

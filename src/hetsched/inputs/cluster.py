@@ -188,8 +188,10 @@ class Cluster:
         >>> Cluster({"v100": 8}, cpus={"v100": 64}).resource_vector("cpus", ["k80", "v100"]).tolist()
         [0.0, 64.0]
         """
-        if resource not in ("cpus", "memory"):
-            raise ValidationError(f"`resource` must be 'cpus' or 'memory'; got {resource!r}.")
+        if not isinstance(resource, str) or resource not in ("cpus", "memory"):
+            raise ValidationError(f"`resource` must be 'cpus' or 'memory'; got {resource!r:.80}.")
+        if isinstance(gpu_types, str):
+            raise ValidationError(f"`gpu_types` must be a sequence of GPU type names; got the string {gpu_types!r}.")
         r = self._resources.get(resource)
         if r is None:
             return None
@@ -197,12 +199,22 @@ class Cluster:
 
     def count(self, gpu_type: str) -> int:
         """Number of GPUs of ``gpu_type`` (0 for a type the cluster does not have)."""
+        if not isinstance(gpu_type, str):
+            raise ValidationError(f"`gpu_type` must be a GPU type name (str); got {type(gpu_type).__name__}.")
         i = self._index.get(gpu_type)
         return 0 if i is None else int(self.counts[i])
 
     def capacities(self, gpu_types: Iterable[str]) -> np.ndarray:
         """GPU counts aligned with ``gpu_types`` as floats; unknown types count as 0."""
-        return np.array([self.count(t) for t in gpu_types], dtype=float)
+        if isinstance(gpu_types, str):
+            raise ValidationError(f"`gpu_types` must be a sequence of GPU type names; got the string {gpu_types!r} "
+                                  f"(a list of one name is [{gpu_types!r}]).")
+        try:
+            names = list(gpu_types)
+        except TypeError:
+            raise ValidationError(f"`gpu_types` must be a sequence of GPU type names; got "
+                                  f"{type(gpu_types).__name__}.") from None
+        return np.array([self.count(t) for t in names], dtype=float)
 
     def price_vector(self, gpu_types: Iterable[str], *, needed_by: str) -> np.ndarray:
         """Prices aligned with ``gpu_types``.

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import numpy as np
@@ -259,9 +259,21 @@ class JobSet:
     # -------------------------------------------------------------- transforms
     def take(self, index: Any) -> JobSet:
         """A new JobSet with the rows selected by ``index`` (integer array or boolean mask)."""
+        rule = f"integer positions or a boolean mask of the {self.n_jobs} jobs"
+        if isinstance(index, (str, bytes, Mapping)):
+            raise ValidationError(f"`index` must be {rule}; got {type(index).__name__}.")
         idx = np.asarray(index)
         if idx.dtype == bool:
+            if idx.shape != (self.n_jobs,):
+                raise ValidationError(f"`index` as a boolean mask must have shape ({self.n_jobs},); got {idx.shape}.")
             idx = np.flatnonzero(idx)
+        elif idx.size == 0:
+            idx = idx.astype(np.int64).ravel()
+        elif idx.dtype.kind not in "iu":
+            raise ValidationError(f"`index` must be {rule}; got {type(index).__name__} of dtype {idx.dtype}.")
+        elif int(idx.max()) >= self.n_jobs or int(idx.min()) < -self.n_jobs:
+            bad = int(idx.max()) if int(idx.max()) >= self.n_jobs else int(idx.min())
+            raise ValidationError(f"`index` positions must be in [0, {self.n_jobs}); got {bad}.")
         out = JobSet.__new__(JobSet)
         out._T = self._T[idx]
         out.gpu_types = self.gpu_types
@@ -275,6 +287,7 @@ class JobSet:
 
     def with_columns(self, gpu_types: Sequence[str]) -> JobSet:
         """A JobSet whose columns follow ``gpu_types`` (types not present get throughput 0)."""
+        gpu_types = check_names(gpu_types, "gpu_types", what="GPU type names", allow_empty=True)
         pos = {t: i for i, t in enumerate(self.gpu_types)}
         T = np.zeros((self.n_jobs, len(gpu_types)))
         for k, t in enumerate(gpu_types):

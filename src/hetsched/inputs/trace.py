@@ -27,9 +27,10 @@ from typing import Any
 import numpy as np
 
 from ..errors import ValidationError
+from .cluster import Cluster
 from .jobs import JobSet
 from .throughputs import ThroughputCatalogue, generate_catalogue
-from .workloads import Workload, sample_jobs
+from .workloads import _SCALE_FACTOR_ORDER, Workload, sample_jobs
 
 __all__ = ["Trace", "as_trace", "generate_workload"]
 
@@ -101,6 +102,7 @@ def generate_workload(
     n_entities: int | None = None,
     id_prefix: str | None = "j",
     pairs: bool = False,
+    cluster: Cluster | None = None,
 ) -> Workload:
     r"""A generated trace: Gavel's Philly-derived job mix with Poisson arrivals.
 
@@ -136,12 +138,27 @@ def generate_workload(
         Give the generated catalogue a pair table (space sharing; see
         :func:`hetsched.generate_catalogue`). The jobs are the same either way. Ignored with
         a ``catalogue``.
+    cluster : Cluster, optional
+        The cluster the workload is for. Gangs larger than it can run -- more GPUs than
+        its largest GPU type has (of the types the jobs can use) -- are not drawn: their
+        probability moves to the largest scale factor that fits (with the default mix on 4
+        GPUs per type, the 5 % of 8-GPU jobs become 4-GPU jobs), with a logged warning and
+        ``meta["scale_factor_cap"]`` / ``meta["notes"]`` saying so. Every other job is the
+        one drawn without ``cluster`` (same seed, same stream). Servers do not cap gangs:
+        placement spreads a gang over several servers of its type (at its unconsolidated
+        throughput). :func:`hetsched.simulate`, :func:`hetsched.sweep` and the command line
+        pass their cluster.
 
     Returns
     -------
     Workload
         A trace (``source="generated"``) with the catalogue, its rows and the sampled
         durations; unconsolidated throughputs when the catalogue has them.
+
+    Raises
+    ------
+    ValidationError
+        Bad arguments (``cluster`` that is not a :class:`~hetsched.Cluster` included).
 
     Examples
     --------
@@ -171,6 +188,12 @@ def generate_workload(
             catalogue = with_pairs
     elif gpu_types is not None:
         catalogue = catalogue.subset(list(gpu_types))
+    cap: dict[str, Any] | None = None
+    if cluster is not None:
+        requested = scale_factor_probs
+        scale_factor_probs, cap = _cap_scale_factors(scale_factor_probs, catalogue, cluster)
+        if cap is not None:
+            cap["requested"] = _jsonable(requested)
     w = sample_jobs(
         catalogue,
         n_jobs,
@@ -196,6 +219,18 @@ def generate_workload(
         jobs = JobSet(jobs.throughputs, gpu_types=jobs.gpu_types, ids=jobs.ids, scale_factors=jobs.scale_factors,
                       weights=jobs.weights, steps_remaining=jobs.steps_remaining, arrival_times=jobs.arrival_times,
                       entities=ent)
+    meta: dict[str, Any] = {
+        "generator": "philly_mix",
+        "n_jobs": int(n_jobs),
+        "rate_per_hour": float(rate_per_hour),
+        "scale_factor_probs": _jsonable(scale_factor_probs),
+        "long_job_prob": float(long_job_prob),
+        "catalogue": repr(catalogue),
+        "mean_duration_h": float(np.mean(w.durations) / 3600) if len(w) else math.nan,
+    }
+    if cap is not None:
+        meta["scale_factor_cap"] = cap
+        meta["notes"] = [cap["note"]]
     return Workload(
         jobs,
         unconsolidated=_catalogue_unconsolidated(catalogue, w.catalogue_rows, jobs.gpu_types),
@@ -205,16 +240,58 @@ def generate_workload(
         catalogue=catalogue,
         catalogue_rows=w.catalogue_rows,
         durations=w.durations,
-        meta={
-            "generator": "philly_mix",
-            "n_jobs": int(n_jobs),
-            "rate_per_hour": float(rate_per_hour),
-            "scale_factor_probs": _jsonable(scale_factor_probs),
-            "long_job_prob": float(long_job_prob),
-            "catalogue": repr(catalogue),
-            "mean_duration_h": float(np.mean(w.durations) / 3600) if len(w) else math.nan,
-        },
+        meta=meta,
     )
+
+
+def _cap_scale_factors(probs: Sequence[float] | Mapping[int, float], catalogue: ThroughputCatalogue,
+                       cluster: Cluster) -> tuple[Sequence[float] | Mapping[int, float], dict[str, Any] | None]:
+    """``probs`` with the mass of gangs larger than ``cluster`` can run moved to the largest
+    scale factor that fits, and a record of what moved (None when nothing did).
+
+    A job can run when one GPU type has as many GPUs as its gang (the rule
+    :func:`hetsched.solve` checks); the types counted are the catalogue's that the cluster
+    has (every cluster type when they share none). Probabilities are checked afterwards by
+    :func:`~hetsched.inputs.workloads.sample_jobs`; a mix it cannot read is left alone.
+    """
+    if not isinstance(cluster, Cluster):
+        raise ValidationError(f"`cluster` must be a hetsched.Cluster; got {type(cluster).__name__}.")
+    counts = cluster.as_dict()
+    shared = {t: counts[t] for t in catalogue.gpu_types if t in counts}
+    pool = shared or counts
+    if not pool:
+        return probs, None
+    biggest_type = max(pool, key=lambda t: pool[t])
+    largest = int(pool[biggest_type])
+    if isinstance(probs, Mapping):
+        items = list(probs.items())
+    elif isinstance(probs, (str, bytes)):
+        return probs, None
+    else:
+        seq = list(probs)
+        if len(seq) != len(_SCALE_FACTOR_ORDER):
+            return probs, None
+        items = list(zip(_SCALE_FACTOR_ORDER, seq))
+    try:
+        items = [(int(s), float(p)) for s, p in items]
+    except (TypeError, ValueError):
+        return probs, None
+    over = {s: p for s, p in items if s > largest and p > 0}
+    fits = [s for s in catalogue.available_scale_factors if s <= largest]
+    if not over or not fits:
+        return probs, None
+    target = int(max(fits))
+    capped: dict[int, float] = {}
+    for s, p in items:
+        key = target if s > largest else s
+        capped[key] = capped.get(key, 0.0) + p
+    moved = float(sum(over.values()))
+    note = (f"gang sizes capped at {target} GPUs for cluster {counts}: its largest GPU type ({biggest_type!r}) has "
+            f"{largest}, so the probability {moved:.4g} of {sorted(over)}-GPU jobs went to {target}-GPU jobs")
+    log.warning("generate_workload: %s", note)
+    record = {"max_gpus": target, "largest_type": biggest_type, "largest_type_gpus": largest,
+              "moved": {str(s): p for s, p in sorted(over.items())}, "note": note}
+    return capped, record
 
 
 def _jsonable(value: Any) -> Any:

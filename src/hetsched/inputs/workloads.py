@@ -251,7 +251,7 @@ class Workload:
 
     def head(self, n: int) -> Workload:
         """The first ``n`` jobs (by arrival) as a new workload."""
-        n = int(n)
+        n = check_int(n, "n")
         idx = np.arange(min(max(n, 0), self.n_jobs))
 
         def take(a: np.ndarray | None) -> np.ndarray | None:

@@ -90,8 +90,9 @@ def table3_figure(result: ExperimentResult) -> Any:
     """Sia's Table 3: average JCT, p99 JCT and makespan per scheduler, ours (mean over the
     workloads run) beside the paper's."""
     s = result.summary
-    panels = (("avg_jct_hours", "paper_avg_jct", "average JCT (h)"), ("p99_jct_hours", "paper_p99_jct", "p99 JCT (h)"),
-              ("makespan_hours", "paper_makespan", "makespan (h)"))
+    panels = (("avg_jct_hours", "paper_avg_jct_hours", "average JCT (h)"),
+              ("p99_jct_hours", "paper_p99_jct_hours", "p99 JCT (h)"),
+              ("makespan_hours", "paper_makespan_hours", "makespan (h)"))
     fig, axes = _figure(3, width=3.6)
     names = list(s["scheduler"])
     x = list(range(len(names)))

@@ -98,7 +98,7 @@ def las_summary(runs: pd.DataFrame) -> pd.DataFrame:
     g = runs.assign(drained=ok).groupby(["policy", "load"], sort=False)
     out = g.agg(seeds=("seed", "count"), drained=("drained", "sum"),
                 avg_jct_hours=("avg_jct_hours", "mean"), std_jct_hours=("avg_jct_hours", "std"),
-                p99_jct_hours=("p99_jct", lambda v: float(np.mean(v)) / 3600), worst_ftf=("worst_ftf", "mean"),
+                p99_jct_hours=("p99_jct_s", lambda v: float(np.mean(v)) / 3600), worst_ftf=("worst_ftf", "mean"),
                 utilization=("utilization", "mean"), wall_s=("run_wall_s", "sum")).reset_index()
     out["saturated"] = out["drained"] < out["seeds"]
     wide = out.pivot(index="load", columns="policy", values="avg_jct_hours")

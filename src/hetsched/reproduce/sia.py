@@ -37,8 +37,8 @@ def sia_summary(runs: pd.DataFrame) -> pd.DataFrame:
     keys = ["load", "restart_seconds", "policy"]
     out = runs.groupby(keys, sort=False).agg(
         seeds=("seed", "count"), avg_jct_hours=("avg_jct_hours", "mean"),
-        p99_jct_hours=("p99_jct", lambda v: float(v.mean()) / 3600),
-        makespan_hours=("makespan", lambda v: float(v.mean()) / 3600),
+        p99_jct_hours=("p99_jct_s", lambda v: float(v.mean()) / 3600),
+        makespan_hours=("makespan_s", lambda v: float(v.mean()) / 3600),
         utilization=("utilization", "mean"), wall_s=("run_wall_s", "mean")).reset_index()
     sia = out[out["policy"] == "sia"].set_index(["load", "restart_seconds"])["avg_jct_hours"].rename("sia_jct")
     out = out.merge(sia, left_on=["load", "restart_seconds"], right_index=True, how="left")

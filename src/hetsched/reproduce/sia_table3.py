@@ -90,14 +90,14 @@ def _one(args: tuple[str, int, int | None, str]) -> dict[str, Any]:
     t0 = time.perf_counter()
     res = simulate(sched, w, table3_cluster(), options=SimOptions(round_seconds=seconds, record_runs=True))
     jobs = res.jobs
-    jct = jobs["jct"].to_numpy(float)
+    jct = jobs["jct_s"].to_numpy(float)
     done = jobs["completed"].to_numpy(bool)
     runs = res.runs
     batches = runs["batch_size"][runs["batch_size"] > 0] if runs is not None else pd.Series(dtype=float)
     return {"workload": f"{kind}-{number}", "scheduler": name, "n_jobs": len(jobs), "n_completed": int(done.sum()),
             "avg_jct_hours": float(np.mean(jct[done])) / 3600 if done.any() else np.nan,
             "p99_jct_hours": float(np.percentile(jct[done], 99)) / 3600 if done.any() else np.nan,
-            "makespan_hours": float(res.summary["makespan"]) / 3600, "status": res.summary.get("status", ""),
+            "makespan_hours": float(res.summary["makespan_s"]) / 3600, "status": res.summary.get("status", ""),
             "restarts": int(jobs["restarts"].sum()), "mean_batch": float(batches.mean()) if len(batches) else np.nan,
             "round_seconds": seconds, "wall_s": time.perf_counter() - t0}
 
@@ -131,10 +131,10 @@ def run_sia_table3(settings: Settings) -> ExperimentResult:
     runs = pd.DataFrame(rows)
     summary = runs.groupby("scheduler", sort=False).agg(
         workloads=("workload", "count"), avg_jct_hours=("avg_jct_hours", "mean"),
-        avg_jct_std=("avg_jct_hours", "std"), makespan_std=("makespan_hours", "std"),
+        avg_jct_std_hours=("avg_jct_hours", "std"), makespan_std_hours=("makespan_hours", "std"),
         p99_jct_hours=("p99_jct_hours", "mean"), makespan_hours=("makespan_hours", "mean"),
         completed=("n_completed", "sum"), jobs=("n_jobs", "sum"), wall_s=("wall_s", "sum")).reset_index()
-    for col, i in (("paper_avg_jct", 0), ("paper_p99_jct", 1), ("paper_makespan", 2)):
+    for col, i in (("paper_avg_jct_hours", 0), ("paper_p99_jct_hours", 1), ("paper_makespan_hours", 2)):
         summary[col] = [PAPER_TABLE3["philly"][s][i] if s in PAPER_TABLE3["philly"] else np.nan
                         for s in summary["scheduler"]]
     avg = dict(zip(summary["scheduler"], summary["avg_jct_hours"]))

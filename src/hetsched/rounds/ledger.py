@@ -274,7 +274,8 @@ class Ledger:
 
     def job_frame(self, trace: Any, ids: np.ndarray, s: np.ndarray, arrival: np.ndarray, types: tuple[str, ...],
                   deadlines: np.ndarray | None, measured: np.ndarray) -> pd.DataFrame:
-        """One row per job (see :class:`~hetsched.sim.SimulationResult`)."""
+        """One row per job (see :class:`~hetsched.sim.SimulationResult`); times in seconds, each
+        time column named with its unit (``jct_s``, ``finish_s`` ...)."""
         n = ids.shape[0]
         completed, finish, iso = self.completed, self.finish, self.iso_time
         jct = finish - arrival
@@ -284,15 +285,15 @@ class Ledger:
         data: dict[str, Any] = {
             "job_id": ids,
             "job_type": trace.job_types if trace.job_types is not None else np.full(n, None, dtype=object),
-            "scale_factor": s, "arrival": arrival, "start": self.start, "finish": finish, "jct": jct,
-            "queueing_delay": self.start - arrival, "total_steps": self.total, "steps_done": self.done,
-            "completed": completed, "run_seconds": self.run_seconds, "isolated_time": iso, "ftf": ftf,
+            "scale_factor": s, "arrival_s": arrival, "start_s": self.start, "finish_s": finish, "jct_s": jct,
+            "queueing_delay_s": self.start - arrival, "total_steps": self.total, "steps_done": self.done,
+            "completed": completed, "run_seconds": self.run_seconds, "isolated_time_s": iso, "ftf": ftf,
             "preemptions": self.preempt, "migrations": self.migr, "restarts": self.restarts,
             "restart_seconds": self.restart_sec,
         }
         for k, t in enumerate(types):
             data[f"gpu_seconds_{t}"] = self.gpu_sec[:, k] if n else np.zeros(0)
-        data["deadline"] = dl
+        data["deadline_s"] = dl
         data["slo_violated"] = np.isfinite(dl) & (~completed | (finish > dl))
         data["in_window"] = measured
         return pd.DataFrame(data)

@@ -142,7 +142,7 @@ def _policy_of(sched: Any) -> Policy | None:
     return sched.policy if isinstance(sched, PolicyScheduler) else None
 
 
-def _trace(workload: Any, opts: RoundOptions, sched: Any) -> Trace:
+def _trace(workload: Any, opts: RoundOptions, sched: Any, cluster: Cluster) -> Trace:
     if not isinstance(workload, Mapping):
         return as_trace(workload)
     spec = dict(workload)
@@ -154,6 +154,7 @@ def _trace(workload: Any, opts: RoundOptions, sched: Any) -> Trace:
         spec.setdefault("n_entities", 4)
     if pol is not None and "packing" in pol.workload_tables():
         spec.setdefault("pairs", True)
+    spec.setdefault("cluster", cluster)  # gangs no larger than the cluster can run
     return generate_workload(seed=opts.seed, **spec)
 
 
@@ -180,7 +181,7 @@ def prepare(scheduler: SchedulerLike, workload: WorkloadLike, cluster: Cluster, 
         progress = AdaptiveProgress(workload, cluster)
         return sched, RoundWorkload.build(workload.trace(cluster, progress), cluster, opts, sched,
                                           {"adaptive": progress})
-    trace = _trace(workload, opts, sched)
+    trace = _trace(workload, opts, sched, cluster)
     return sched, RoundWorkload.build(trace, cluster, opts, sched)
 
 

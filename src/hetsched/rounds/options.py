@@ -299,8 +299,17 @@ def window_mask(window: Any, arrivals: np.ndarray, *, unit: str = "jobs") -> np.
     Raises
     ------
     ValidationError
-        A malformed window, or one that selects no job of a non-empty trace.
+        A malformed window or ``arrivals``, or a window that selects no job of a non-empty
+        trace.
     """
+    given = arrivals
+    try:
+        arrivals = np.asarray(given, dtype=float)
+    except (TypeError, ValueError):
+        raise ValidationError(f"`arrivals` must be a 1-d array of arrival times; got {type(given).__name__}.") from None
+    if arrivals.ndim != 1:
+        raise ValidationError(f"`arrivals` must be a 1-d array of arrival times; got {type(given).__name__} of "
+                              f"shape {arrivals.shape}.")
     n = arrivals.shape[0]
     if window is None:
         return np.ones(n, dtype=bool)

@@ -134,7 +134,7 @@ class PolicyScheduler:
     ('deficit', False, 'rounds')
     >>> sched = PolicyScheduler("max_min_fairness")
     >>> jobs = hs.JobSet([[2.0, 1.0]], gpu_types=["v100", "k80"], steps_remaining=[7200.0])
-    >>> hs.simulate(sched, jobs, hs.Cluster({"v100": 1, "k80": 1})).summary["avg_jct"]
+    >>> hs.simulate(sched, jobs, hs.Cluster({"v100": 1, "k80": 1})).summary["avg_jct_s"]
     3600.0
     """
 

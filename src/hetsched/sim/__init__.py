@@ -4,7 +4,7 @@
 >>> from hetsched.sim import generate_workload, simulate
 >>> trace = generate_workload(20, rate_per_hour=4.0, seed=0)
 >>> res = simulate("max_min_fairness", trace, hs.Cluster({"v100": 8, "p100": 8, "k80": 8}))
->>> res.summary["n_completed"], bool(res.jobs["jct"].gt(0).all())
+>>> res.summary["n_completed"], bool(res.jobs["jct_s"].gt(0).all())
 (20, True)
 
 Modules: :mod:`.simulator` (the driver with a simulated clock), :mod:`.replay` (the same

@@ -86,7 +86,7 @@ def speed_run(
     res = simulate(pol, tr, cluster, options=opts)
     wall = time.perf_counter() - t0
     s = res.summary
-    admitted = int(res.jobs["start"].notna().sum())
+    admitted = int(res.jobs["start_s"].notna().sum())
     return {
         "policy": res.config["policy"],
         "mix": mix,
@@ -109,7 +109,7 @@ def speed_run(
         "other_s": s["other_s"],
         "ms_per_solve": 1e3 * s["policy_s"] / max(s["n_solves"], 1),
         "avg_jct_hours": s["avg_jct_hours"],
-        "p99_jct_hours": s["p99_jct"] / 3600 if s["p99_jct"] == s["p99_jct"] else math.nan,
+        "p99_jct_hours": s["p99_jct_s"] / 3600 if s["p99_jct_s"] == s["p99_jct_s"] else math.nan,
         "worst_ftf": s["worst_ftf"],
         "utilization": s["utilization"],
         "n_unfinished": s["n_unfinished"],

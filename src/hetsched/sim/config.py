@@ -208,7 +208,7 @@ def run_config(config: ExperimentConfig | str | Path, executor: Any = None, *, m
             gen_kw = {k: params.pop(k) for k in ("scale_factor_probs", "long_job_prob", "catalogue", "gpu_types",
                                                  "slo_factors", "reference_gpu_type") if k in params}
             workload = generate_workload(int(params.pop("n_jobs")), rate_per_hour=float(params.pop("load")),
-                                         seed=seed, **gen_kw)
+                                         seed=seed, cluster=cluster, **gen_kw)
         opts = make_options(preset=params.pop("preset", None), seed=seed, progress=progress, **params)
         return simulate(policy, workload, cluster, options=opts)
     return sweep(grid, executor, max_workers=max_workers, progress=progress)

@@ -51,24 +51,42 @@ def _axes(ax):
     return ax
 
 
-def _results(results: Any) -> dict[str, Any]:
-    """``{label: SimulationResult or DataFrame}`` from one result, a list or a mapping."""
+def _results(results: Any, *, frames: bool = True) -> dict[str, Any]:
+    """``{label: SimulationResult or DataFrame}`` from one result, a list or a mapping; each
+    run must be a SimulationResult (or, with ``frames``, a DataFrame of its table)."""
     from .simulator import SimulationResult
 
     if isinstance(results, (SimulationResult, pd.DataFrame)):
         label = results.config.get("policy", "run") if isinstance(results, SimulationResult) else "run"
-        return {label: results}
-    if isinstance(results, Mapping):
-        return dict(results)
-    if isinstance(results, Sequence):
+        out = {label: results}
+    elif isinstance(results, Mapping):
+        out = dict(results)
+    elif isinstance(results, Sequence) and not isinstance(results, (str, bytes)):
         out = {}
         for i, r in enumerate(results):
             label = r.config.get("policy", f"run {i}") if isinstance(r, SimulationResult) else f"run {i}"
             if label in out:
                 label = f"{label} ({i})"
             out[label] = r
-        return out
-    raise ValidationError(f"`results` must be a SimulationResult, a list or a mapping of them; got {type(results).__name__}.")
+    else:
+        raise ValidationError(f"`results` must be a SimulationResult, a list or a mapping of them; got "
+                              f"{type(results).__name__}.")
+    kinds = (SimulationResult, pd.DataFrame) if frames else SimulationResult
+    for label, r in out.items():
+        if not isinstance(r, kinds):
+            raise ValidationError(f"`results` must hold SimulationResults{' (or their DataFrames)' if frames else ''}; "
+                                  f"run {str(label)!r} is {type(r).__name__}.")
+    return out
+
+
+def _result(result: Any) -> Any:
+    """``result`` if it is a SimulationResult, else a ValidationError naming its type."""
+    from .simulator import SimulationResult
+
+    if not isinstance(result, SimulationResult):
+        raise ValidationError(f"`result` must be a hetsched.SimulationResult (what simulate() returns); got "
+                              f"{type(result).__name__}.")
+    return result
 
 
 def _jobs(r: Any) -> pd.DataFrame:
@@ -107,7 +125,7 @@ def jct_cdf(results: Any, *, ax=None, hours: bool = True, log_x: bool = True):
     """
     ax = _axes(ax)
     for label, r in _results(results).items():
-        jct = _jobs(r)["jct"].to_numpy(dtype=float)
+        jct = _jobs(r)["jct_s"].to_numpy(dtype=float)
         _cdf(ax, jct / 3600 if hours else jct, str(label))
     return _finish_cdf(ax, "JCT (hours)" if hours else "JCT (s)", log_x)
 
@@ -158,6 +176,13 @@ def run_labels(results: Sequence[Any], names: Sequence[str] | None = None) -> li
     names : sequence of str, optional
         Fallback names, one per run.
     """
+    from .simulator import SimulationResult
+
+    if isinstance(results, (str, bytes, Mapping)) or not isinstance(results, Sequence):
+        raise ValidationError(f"`results` must be a sequence of SimulationResults; got {type(results).__name__}.")
+    for i, r in enumerate(results):
+        if not isinstance(r, SimulationResult):
+            raise ValidationError(f"`results` must be a sequence of SimulationResults; item {i} is {type(r).__name__}.")
     base = [str(r.config.get("policy", f"run {i}")) for i, r in enumerate(results)]
     out = list(base)
     for label in set(base):
@@ -204,7 +229,7 @@ def smoothed_utilization(result: Any, *, window_hours: float | None = None) -> t
         Columns ``hours`` (round midpoints, simulated hours), one per GPU type and
         ``total``; and the window width used, in hours.
     """
-    r = result.rounds
+    r = _result(result).rounds
     w = _window_seconds(r, window_hours)
     sec = r["seconds"].to_numpy(dtype=float)
     mid = r["start"].to_numpy(dtype=float) + sec / 2
@@ -247,8 +272,8 @@ def utilization_over_time(result: Any, *, ax=None, per_type: bool = True, smooth
         Width of the centred time window (see the module docstring; default 1/50 of the
         simulated span, at least one round).
     """
+    cols = list(_result(result).gpu_types) if per_type else []
     ax = _axes(ax)
-    cols = list(result.gpu_types) if per_type else []
     if smooth_rounds is not None:
         u = result.utilization_over_time()
         x = u["start"].to_numpy(dtype=float) / 3600
@@ -286,7 +311,7 @@ def utilization_by_type(results: Any, *, window_hours: float | None = None, gpu_
     -------
     matplotlib.figure.Figure
     """
-    runs = _results(results)
+    runs = _results(results, frames=False)
     if not runs:
         raise ValidationError("`results` must hold at least one run.")
     if window_hours is None:
@@ -330,16 +355,23 @@ def jct_vs_load(sweep_df: pd.DataFrame, *, ax=None, x: str = "load", y: str = "a
     x, y, hue : str
         Columns for the axis, the metric and the line grouping.
     """
-    ax = _axes(ax)
     if not isinstance(sweep_df, pd.DataFrame):
-        raise ValidationError(f"`sweep_df` must be the DataFrame sweep() returns; got {type(sweep_df).__name__}.")
-    for col in (x, y, hue):
-        if col not in sweep_df:
-            raise ValidationError(f"`sweep_df` has no column {col!r}; columns: {list(sweep_df.columns)}.")
+        raise ValidationError(f"jct_vs_load needs the table hetsched.sweep() returns (a DataFrame, as in sweep.csv); "
+                              f"got {type(sweep_df).__name__}.")
     df = sweep_df
     if "error" in df:
         err = df["error"]
-        df = df[err.isna().to_numpy() | (err.astype(str) == "").to_numpy()]
+        ok = err.isna().to_numpy() | (err.astype(str) == "").to_numpy()
+        if len(df) and not ok.any():
+            first = str(err.iloc[0])
+            raise ValidationError(
+                f"every run of the sweep failed ({len(df)} run(s)), so there is no {y!r} to plot; "
+                f"the first error: {first}")
+        df = df[ok]
+    for col in (x, y, hue):
+        if col not in df:
+            raise ValidationError(f"the sweep table has no column {col!r} to plot; its columns: {list(df.columns)}.")
+    ax = _axes(ax)
     spread = 0
     for label, g in df.groupby(hue, sort=False):
         st = g.groupby(x)[y].agg(["mean", "std", "count"]).sort_index()

@@ -6,6 +6,7 @@ from __future__ import annotations
 import logging
 import math
 import time
+import warnings
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -17,7 +18,13 @@ import pandas as pd
 from ..errors import ValidationError
 from ..rounds.ledger import Ledger
 from ..rounds.loop import RoundClock, RoundWorkload
-from .metrics import package_versions, summarize
+from .metrics import (
+    RENAMED_JOB_COLUMNS,
+    RENAMED_SUMMARY_KEYS,
+    Summary,
+    package_versions,
+    summarize,
+)
 from .provenance import json_clean as _json_clean
 
 __all__ = ["SimulationResult", "assemble_result"]
@@ -33,10 +40,11 @@ class SimulationResult:
     ----------
     jobs : DataFrame
         One row per job (index: position in arrival order): ``job_id``, ``job_type``,
-        ``scale_factor``, ``arrival``, ``start``, ``finish``, ``jct``, ``queueing_delay``,
-        ``total_steps``, ``steps_done``, ``completed``, ``run_seconds``, ``isolated_time``,
-        ``ftf``, ``preemptions``, ``migrations``, ``restarts``, ``restart_seconds``,
-        ``gpu_seconds_<type>``, ``deadline``, ``slo_violated``, ``in_window``.
+        ``scale_factor``, ``arrival_s``, ``start_s``, ``finish_s``, ``jct_s``,
+        ``queueing_delay_s``, ``total_steps``, ``steps_done``, ``completed``, ``run_seconds``,
+        ``isolated_time_s``, ``ftf``, ``preemptions``, ``migrations``, ``restarts``,
+        ``restart_seconds``, ``gpu_seconds_<type>``, ``deadline_s``, ``slo_violated``,
+        ``in_window``. Times are seconds, and every time column names its unit.
     rounds : DataFrame
         One row per round: ``round``, ``start``, ``seconds``, ``n_active``, ``n_running``,
         ``arrived``, ``completed``, ``solved``, ``solve_ok``, ``solve_status``, ``solve_s``,
@@ -52,8 +60,10 @@ class SimulationResult:
         ``t_end``, ``restart`` (seconds without progress at the start of the entry),
         ``steps``, ``spread`` (gang over several servers). Enough for an independent
         conservation check (``tests/sim_checker.py``).
-    summary : dict
-        Aggregates over the measured jobs (see :mod:`hetsched.sim.metrics`).
+    summary : Summary (a dict)
+        Aggregates over the measured jobs (see :mod:`hetsched.sim.metrics`); time keys name
+        their unit (``avg_jct_s``, ``p99_jct_s``, ``makespan_s``, ``avg_jct_hours``). The
+        former names (``avg_jct``, ``makespan``, ...) still read, with a DeprecationWarning.
     config : dict
         Every option the simulation ran with (policy name and parameters, cluster, trace
         source, seed).
@@ -132,6 +142,9 @@ class SimulationResult:
         """Read back a result written by :meth:`to_dir` (``runs`` when ``runs.csv`` exists;
         ``extra["provenance"]`` when ``provenance.json`` does).
 
+        A directory written before time columns named their unit (``jct``, ``avg_jct``,
+        ``makespan``, ...) is read with the current names and a DeprecationWarning.
+
         Raises
         ------
         ValidationError
@@ -146,14 +159,19 @@ class SimulationResult:
         doc = json.loads((d / "summary.json").read_text())
         config = doc.pop("config", {})
         versions = doc.pop("versions", {})
-        summary = {k: (math.nan if v is None else v) for k, v in doc.items()}
+        summary = Summary({RENAMED_SUMMARY_KEYS.get(k, k): (math.nan if v is None else v) for k, v in doc.items()})
         cl = config.get("cluster", {})
         runs = pd.read_csv(d / "runs.csv") if (d / "runs.csv").is_file() else None
         extra = {}
         if (d / "provenance.json").is_file():
             extra["provenance"] = json.loads((d / "provenance.json").read_text())
-        return cls(jobs=pd.read_csv(d / "jobs.csv"), rounds=pd.read_csv(d / "rounds.csv", keep_default_na=False,
-                                                                         na_values=[""]),
+        jobs = pd.read_csv(d / "jobs.csv")
+        old = [c for c in jobs.columns if c in RENAMED_JOB_COLUMNS] + [k for k in doc if k in RENAMED_SUMMARY_KEYS]
+        if old:
+            warnings.warn(f"{str(d)!r} was written by an older hetsched (time columns without their unit: {old}); "
+                          "read with the current names (jct -> jct_s, ...)", DeprecationWarning, stacklevel=2)
+            jobs = jobs.rename(columns=RENAMED_JOB_COLUMNS)
+        return cls(jobs=jobs, rounds=pd.read_csv(d / "rounds.csv", keep_default_na=False, na_values=[""]),
                    runs=runs, summary=summary, config=config, versions=versions, gpu_types=tuple(cl),
                    capacities=np.array([float(v) for v in cl.values()]), extra=extra)
 
@@ -162,7 +180,7 @@ class SimulationResult:
         return (
             f"SimulationResult(policy={self.config.get('policy')!r}, jobs={s.get('n_jobs')}, "
             f"completed={s.get('n_completed')}, avg_jct={s.get('avg_jct_hours', math.nan):.3g} h, "
-            f"makespan={s.get('makespan', math.nan) / 3600:.3g} h, rounds={s.get('n_rounds')}, "
+            f"makespan={s.get('makespan_s', math.nan) / 3600:.3g} h, rounds={s.get('n_rounds')}, "
             f"status={s.get('status')!r})"
         )
 

@@ -175,7 +175,7 @@ def simulate(scheduler: SchedulerLike, workload: WorkloadLike, cluster: Cluster,
     >>> from hetsched.sim import simulate
     >>> jobs = hs.JobSet([[2.0, 1.0]], gpu_types=["v100", "k80"], steps_remaining=[7200.0])
     >>> res = simulate("max_min_fairness", jobs, hs.Cluster({"v100": 1, "k80": 1}))
-    >>> res.summary["avg_jct"]          # 7200 steps at 2 steps/s on the V100
+    >>> res.summary["avg_jct_s"]        # 7200 steps at 2 steps/s on the V100
     3600.0
     >>> simulate("max_min_fairness", jobs, hs.Cluster({"v100": 1, "k80": 1}),
     ...          options=hs.SimOptions(round_seconds=60.0)).summary["n_rounds"]

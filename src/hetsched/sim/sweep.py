@@ -161,7 +161,8 @@ def run_one(params: Mapping[str, Any]) -> dict[str, Any]:
         else:
             gen_kw = {k: p.pop(k) for k in ("scale_factor_probs", "long_job_prob", "catalogue", "gpu_types",
                                             "slo_factors", "reference_gpu_type") if k in p}
-            trace = generate_workload(int(p.pop("n_jobs")), rate_per_hour=float(p.pop("load")), seed=seed, **gen_kw)
+            trace = generate_workload(int(p.pop("n_jobs")), rate_per_hour=float(p.pop("load")), seed=seed,
+                                      cluster=p["cluster"], **gen_kw)
         policy = p.pop("policy")
         cluster = p.pop("cluster")
         opts = make_options(preset=p.pop("preset", None), seed=seed, record_runs=False, **p)

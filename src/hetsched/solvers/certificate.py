@@ -69,6 +69,10 @@ from typing import Any
 
 import numpy as np
 
+from ..inputs.cluster import Cluster
+from ..inputs.jobs import JobSet
+from ..validation import check_instance
+
 __all__ = ["DEFAULT_TOL", "FAILED_STATUS", "Certificate", "certify"]
 
 #: Default tolerance: absolute for X entries and row sums, relative (to ``max(1, C)``) for
@@ -273,7 +277,14 @@ def certify(policy: str, params: Mapping[str, Any], X: np.ndarray, jobs: Any, cl
 
     ``jobs`` and ``cluster`` are the inputs of :func:`hetsched.solve` (not aggregated);
     ``objective`` and ``extra`` are what the result reports.
+
+    Raises
+    ------
+    ValidationError
+        ``jobs`` is not a JobSet or ``cluster`` not a Cluster.
     """
+    check_instance(jobs, "jobs", JobSet, "a hetsched.JobSet")
+    check_instance(cluster, "cluster", Cluster, "a hetsched.Cluster")
     t0 = time.perf_counter()
     bounds = {k: extra[k] for k in _BOUND_KEYS if k in extra and extra[k] is not None}
     n, m = jobs.n_jobs, jobs.n_types

@@ -15,11 +15,13 @@ from typing import Any
 import numpy as np
 
 from ...errors import ValidationError
+from ...validation import check_bool, check_choice
 from ..data_paths import locate_data
 from .tables import PairThroughputs, ThroughputCatalogue
 
 __all__ = [
     "GAVEL_THROUGHPUTS_ENV",
+    "MISSING_CHOICES",
     "UNCONSOLIDATED_SUFFIX",
     "gavel_throughputs",
     "gavel_throughputs_path",
@@ -31,8 +33,14 @@ log = logging.getLogger(__name__)
 #: Suffix that marks a GPU type's unconsolidated table in Gavel's JSON format.
 UNCONSOLIDATED_SUFFIX = "_unconsolidated"
 
+#: What ``missing`` accepts: a row absent from a GPU type's table is an error, or throughput 0.
+MISSING_CHOICES = ("raise", "zero")
 
-def load_gavel_throughputs(path: str | Path, *, strict: bool = False) -> ThroughputCatalogue:
+#: Rows named per GPU type in the error for missing rows.
+_N_NAMED = 5
+
+
+def load_gavel_throughputs(path: str | Path, *, strict: bool = False, missing: str = "raise") -> ThroughputCatalogue:
     """Read a throughput table in Gavel's JSON format from a local file.
 
     The format (Gavel's ``simulation_throughputs.json``) is::
@@ -51,6 +59,12 @@ def load_gavel_throughputs(path: str | Path, *, strict: bool = False) -> Through
     strict : bool, default False
         Raise when a row (or the unconsolidated table of a type) is missing on some GPU
         type, or when mirrored pair entries disagree, instead of applying the rules below.
+    missing : {"raise", "zero"}, default "raise"
+        A row ``(job type, scale factor)`` that some GPU type's table has and another's
+        lacks: "raise" is an error naming each such row and the GPU types without it (a
+        missing entry is not a measurement; write 0 in the file where a job cannot run);
+        "zero" reads it as throughput 0 there (the job cannot run on that type), logged at
+        WARNING. A 0 written in the file is always read as 0.
 
     Returns
     -------
@@ -65,9 +79,14 @@ def load_gavel_throughputs(path: str | Path, *, strict: bool = False) -> Through
       type without a consolidated ``X`` is an error. When some types have an unconsolidated
       table and others do not, the latter's unconsolidated column copies the consolidated
       one. When no type has one, ``unconsolidated`` is ``None``.
-    * A row present on some GPU types and absent on others has throughput **0** where it
-      is absent (the job cannot run there; Gavel itself writes 0 for what it could not
-      run), unless ``strict``.
+    * A row present on some GPU types and absent on others is an error naming the row and
+      the types (``missing="raise"``, the default), or throughput **0** where it is absent
+      with ``missing="zero"`` (the job cannot run there; Gavel itself writes 0 for what it
+      could not run). ``strict`` rejects it whatever ``missing`` says.
+    * A row that a type's ``X_unconsolidated`` table lacks (its consolidated ``X`` table
+      has it) has unconsolidated throughput 0 on ``X`` (logged at WARNING; an error when
+      ``strict``): Gavel's own table lacks six multi-GPU ResNet-50 rows of
+      ``k80_unconsolidated``, read as "cannot run spread over K80 servers".
     * Pairs are stored once per unordered pair of rows; a pair absent on a GPU type has
       throughputs ``(0, 0)`` there (cannot share). When a pair appears under both of its
       rows, the entry under the lower row number is kept (a disagreeing mirror is logged,
@@ -78,7 +97,8 @@ def load_gavel_throughputs(path: str | Path, *, strict: bool = False) -> Through
     ValidationError
         Missing or unreadable file, malformed JSON or key, a throughput that is not a
         finite non-negative number (the message names the GPU type and the key), a pair
-        naming an unknown row, or an incomplete file under ``strict``.
+        naming an unknown row, a row missing on some GPU type (unless ``missing="zero"``),
+        or an incomplete file under ``strict``.
 
     Examples
     --------
@@ -96,6 +116,10 @@ def load_gavel_throughputs(path: str | Path, *, strict: bool = False) -> Through
     >>> cat.pairs.lookup(0, 0).tolist()
     [[2.5, 2.5], [0.0, 0.0]]
     """
+    check_bool(strict, "strict")
+    check_choice(missing, "missing", MISSING_CHOICES)
+    if not isinstance(path, (str, Path)):
+        raise ValidationError(f"`path` must be a str or pathlib.Path (a local JSON file); got {type(path).__name__}.")
     p = Path(path)
     if not p.is_file():
         raise ValidationError(f"`path` must be an existing file; got {str(p)!r}, which does not exist or is not a file.")
@@ -106,7 +130,7 @@ def load_gavel_throughputs(path: str | Path, *, strict: bool = False) -> Through
         raise ValidationError(f"`path` {str(p)!r} must hold valid JSON; {exc}.") from None
     except (OSError, UnicodeDecodeError) as exc:
         raise ValidationError(f"`path` {str(p)!r} could not be read: {exc}.") from None
-    return _catalogue_from_gavel_dict(raw, source=str(p), strict=strict)
+    return _catalogue_from_gavel_dict(raw, source=str(p), strict=strict, missing=missing)
 
 
 #: Environment variable naming Gavel's ``simulation_throughputs.json`` on this machine.
@@ -149,7 +173,8 @@ def gavel_throughputs_path(path: str | Path | None = None) -> Path:
                             "github.com/stanford-futuredata/gavel)")
 
 
-def gavel_throughputs(path: str | Path | None = None, *, strict: bool = False) -> ThroughputCatalogue:
+def gavel_throughputs(path: str | Path | None = None, *, strict: bool = False,
+                      missing: str = "raise") -> ThroughputCatalogue:
     """Gavel's measured throughput table, found by :func:`gavel_throughputs_path` and read by
     :func:`load_gavel_throughputs`.
 
@@ -161,6 +186,9 @@ def gavel_throughputs(path: str | Path | None = None, *, strict: bool = False) -
         ``../shared/data/gavel/simulation_throughputs.json`` beside a source checkout.
     strict : bool, default False
         Passed to :func:`load_gavel_throughputs`.
+    missing : {"raise", "zero"}, default "raise"
+        Passed to :func:`load_gavel_throughputs` (Gavel's own table has every row on every
+        consolidated type: it loads with the default).
 
     Returns
     -------
@@ -184,16 +212,16 @@ def gavel_throughputs(path: str | Path | None = None, *, strict: bool = False) -
     >>> "v100" in cat.gpu_types
     True
     """
-    return load_gavel_throughputs(gavel_throughputs_path(path), strict=strict)
+    return load_gavel_throughputs(gavel_throughputs_path(path), strict=strict, missing=missing)
 
 
-def _catalogue_from_gavel_dict(raw: Any, *, source: str, strict: bool) -> ThroughputCatalogue:
+def _catalogue_from_gavel_dict(raw: Any, *, source: str, strict: bool, missing: str = "raise") -> ThroughputCatalogue:
     """The catalogue of Gavel's table ``raw`` (the parsed JSON; see :func:`load_gavel_throughputs`)
     read from ``source``: check the GPU types, collect the rows, read each type's column and
     pair entries, assemble the pairs."""
     where0 = f"`path` {source!r}"
     all_types, base_types, uncons = _gavel_gpu_types(raw, where0)
-    reader = _GavelReader(raw, where0, strict)
+    reader = _GavelReader(raw, where0, strict, missing)
     reader.collect_rows(all_types)
     T, U, pair_cols = _gavel_tables(reader, base_types, uncons)
     row_keys = reader.row_keys
@@ -242,10 +270,15 @@ _PairEntry = tuple[int, int, float, float]
 class _GavelReader:
     """Reads the tables of Gavel's ``raw`` dict (checked by :func:`_gavel_gpu_types`): parses
     keys (cached), checks numbers, and once :meth:`collect_rows` has run, reads one GPU type's
-    column of isolated throughputs and its pair entries. Errors name ``where0`` (the file)."""
+    column of isolated throughputs and its pair entries. Errors name ``where0`` (the file).
+    ``missing``: what a row absent from a consolidated type's table is (see
+    :func:`load_gavel_throughputs`); such rows are collected in :attr:`absent` and raised
+    together by :meth:`raise_absent`."""
 
-    def __init__(self, raw: dict[str, Any], where0: str, strict: bool) -> None:
-        self.raw, self.where0, self.strict = raw, where0, strict
+    def __init__(self, raw: dict[str, Any], where0: str, strict: bool, missing: str = "raise") -> None:
+        self.raw, self.where0, self.strict, self.missing = raw, where0, strict, missing
+        #: Consolidated GPU type -> positions of the rows its table lacks.
+        self.absent: dict[str, np.ndarray] = {}
         self._cache: dict[str, tuple[str, int]] = {}
         self.row_keys: list[tuple[str, int]] = []
         self.row_of: dict[tuple[str, int], int] = {}
@@ -298,8 +331,10 @@ class _GavelReader:
         self.row_keys = sorted(keys)
         self.row_of = {k: i for i, k in enumerate(self.row_keys)}
 
-    def read_type(self, gpu: str) -> tuple[np.ndarray, list[_PairEntry]]:
-        """Type ``gpu``'s isolated throughput per row (0 where it lacks the row) and its pair entries."""
+    def read_type(self, gpu: str, *, consolidated: bool = True) -> tuple[np.ndarray, list[_PairEntry]]:
+        """Type ``gpu``'s isolated throughput per row (0 where it lacks the row) and its pair
+        entries (``consolidated``: ``gpu`` is a consolidated table, whose missing rows
+        :attr:`missing` governs)."""
         where0, row_of = self.where0, self.row_of
         table = np.zeros(len(self.row_keys))
         present = np.zeros(len(self.row_keys), dtype=bool)
@@ -318,7 +353,7 @@ class _GavelReader:
             table[r] = self.number(cell["null"], gpu, key, "the isolated throughput (\"null\")")
             present[r] = True
             self._read_pairs(gpu, key, r, cell, entries)
-        self._report_missing(gpu, present)
+        self._report_missing(gpu, present, consolidated=consolidated)
         return table, entries
 
     def _read_pairs(self, gpu: str, key: str, r: int, cell: dict[str, Any], entries: list[_PairEntry]) -> None:
@@ -342,8 +377,10 @@ class _GavelReader:
             b = self.number(val[1], gpu, key, f"pair {other} throughput of other")
             entries.append((r, self.row_of[okey], a, b))
 
-    def _report_missing(self, gpu: str, present: np.ndarray) -> None:
-        """Log (or, when strict, raise) that type ``gpu`` lacks rows (those not ``present``)."""
+    def _report_missing(self, gpu: str, present: np.ndarray, *, consolidated: bool = True) -> None:
+        """Type ``gpu`` lacks rows (those not ``present``): raise when strict; for a
+        consolidated type keep them for :meth:`raise_absent` (``missing="raise"``) or log
+        them (``missing="zero"``); for an unconsolidated table log them."""
         missing = np.flatnonzero(~present)
         if missing.size:
             names = [self.row_keys[i] for i in missing[:3]]
@@ -353,7 +390,27 @@ class _GavelReader:
             )
             if self.strict:
                 raise ValidationError(msg + "; `strict=True` requires every row on every GPU type.")
-            log.info("%s; their throughput there is set to 0.", msg)
+            if consolidated and self.missing == "raise":
+                self.absent[gpu] = missing
+                return
+            log.warning("%s; their %sthroughput there is set to 0%s.", msg, "" if consolidated else "unconsolidated ",
+                        " (missing='zero')" if consolidated else "")
+
+    def raise_absent(self) -> None:
+        """Raise one error naming every row a consolidated type lacks and the types that lack
+        it (``missing="raise"``); nothing when none does."""
+        if not self.absent:
+            return
+        lacking: dict[int, list[str]] = {}
+        for gpu, rows in self.absent.items():
+            for r in rows.tolist():
+                lacking.setdefault(int(r), []).append(gpu)
+        named = "; ".join(f"{self.row_keys[r]} on {types}" for r, types in sorted(lacking.items())[:_N_NAMED])
+        more = f"; and {len(lacking) - _N_NAMED} more" if len(lacking) > _N_NAMED else ""
+        raise ValidationError(
+            f"{self.where0}: {len(lacking)} row(s) (job type, scale factor) have no isolated throughput on "
+            f"some GPU type: {named}{more}. A missing entry is not a throughput of 0: write 0 in the file where "
+            f"a job cannot run, or pass missing=\"zero\" to read every missing entry as 0.")
 
 
 def _gavel_tables(
@@ -371,11 +428,12 @@ def _gavel_tables(
         col, entries = reader.read_type(gpu)
         T[:, col_of[gpu]] = col
         pair_cols.append((col_of[gpu], False, entries))
+    reader.raise_absent()
     if U is not None:
         for gpu in base_types:
             k = col_of[gpu]
             if gpu in uncons:
-                col, entries = reader.read_type(uncons[gpu])
+                col, entries = reader.read_type(uncons[gpu], consolidated=False)
                 U[:, k] = col
                 pair_cols.append((k, True, entries))
             else:

@@ -8,7 +8,7 @@ measured table).
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import numpy as np
@@ -315,13 +315,23 @@ class ThroughputCatalogue:
         Raises
         ------
         ValidationError
-            If a requested row is not in the catalogue.
+            If a requested row is not in the catalogue, or the arguments are not a sequence
+            of job type names and integer scale factors.
         """
+        if isinstance(job_types, Mapping) or isinstance(scale_factors, Mapping):
+            bad, name = (job_types, "job_types") if isinstance(job_types, Mapping) else (scale_factors, "scale_factors")
+            raise ValidationError(f"`{name}` must be a sequence (one entry per requested row); got {type(bad).__name__}.")
         jt = np.asarray(job_types, dtype=object).ravel()
         sf = np.asarray(scale_factors).ravel()
-        if sf.shape != jt.shape:
-            sf = np.broadcast_to(sf, jt.shape)
-        want = pd.MultiIndex.from_arrays([jt, sf.astype(np.int64)])
+        if sf.dtype.kind not in "iu" and not (sf.dtype.kind == "f" and np.all(np.isfinite(sf)) and np.all(sf == np.round(sf))):
+            raise ValidationError(f"`scale_factors` must be integers; got {sf.tolist()[:5]!r} (dtype {sf.dtype}).")
+        try:
+            if sf.shape != jt.shape:
+                sf = np.broadcast_to(sf, jt.shape)
+            want = pd.MultiIndex.from_arrays([jt, sf.astype(np.int64)])
+        except (TypeError, ValueError) as exc:
+            raise ValidationError(f"`job_types` must be job type names and `scale_factors` integers, one per "
+                                  f"requested row ({len(jt)} job types, {sf.size} scale factors): {exc}.") from None
         pos = self._index.get_indexer(want)
         if (pos < 0).any():
             i = int(np.flatnonzero(pos < 0)[0])
@@ -372,6 +382,8 @@ def reference_column(catalogue: ThroughputCatalogue, reference_gpu_type: str | N
     """Column of ``reference_gpu_type`` in ``catalogue`` (default: the type with the largest
     median positive throughput, the V100 for Gavel's table): the type whose throughput turns
     a duration into steps or an SLO multiplier into a deadline."""
+    if not isinstance(catalogue, ThroughputCatalogue):
+        raise ValidationError(f"`catalogue` must be a hetsched.ThroughputCatalogue; got {type(catalogue).__name__}.")
     if reference_gpu_type is None:
         T = catalogue.throughputs
         med = np.array([np.median(T[T[:, k] > 0, k]) if (T[:, k] > 0).any() else 0.0 for k in range(T.shape[1])])

@@ -122,7 +122,7 @@ def decode_text(p: Path, report: LoadReport, *, header: bool = False) -> str:
             message = bad_utf8(exc, offset)
             if header and ln == 1:
                 raise ValidationError(f"{p}: line 1 (the header) {message}.") from None
-            report.fail("not_utf8", f"{p}: line {ln}: {message}")
+            report.fail("not_utf8", f"{p}: line {ln}: {message}", position=ln)
             out.append("")
         offset += len(raw) + 1
     return "\n".join(out)
@@ -445,13 +445,14 @@ def fail_duplicates(chk: RowChecks, order: np.ndarray, ids: Sequence[Any], what:
 
 
 def finish_table(chk: RowChecks, report: LoadReport, cols: dict[str, Any], *, sort: bool,
-                 cluster: Cluster | None, meta: dict[str, Any], counts: Mapping[str, str] | None = None
-                 ) -> pd.DataFrame:
+                 cluster: Cluster | None, meta: dict[str, Any], counts: Mapping[str, str] | None = None,
+                 others: Sequence[LoadReport] = ()) -> pd.DataFrame:
     """Arrival order, duplicates and cluster fit over the rows still alive; the job table.
 
     ``cols`` holds full-length arrays (one entry per row of ``chk``) for every column of
     :data:`JOB_TABLE_COLUMNS`. Then ``meta[key]`` = the count of rows filtered for
-    ``reason``, for every ``key -> reason`` of ``counts``.
+    ``reason``, for every ``key -> reason`` of ``counts``. The bad rows of ``report`` and
+    ``others`` raise under ``on_bad_rows="raise"`` (:meth:`LoadReport.check`).
     """
     check_bool(sort, "sort")
     arrival = np.asarray(cols["arrival"], dtype=float)
@@ -506,7 +507,7 @@ def finish_table(chk: RowChecks, report: LoadReport, cols: dict[str, Any], *, so
         df["arrival"] = df["arrival"] - t0
         meta["time_origin"] = t0
     report.kept = len(df)
-    report.require_jobs()
+    report.check(*others)
     meta["skipped"] = list(report.skipped)
     meta["load_report"] = report.to_dict()
     df.attrs["source"] = report.source

@@ -25,7 +25,7 @@ from ..throughputs import (
 )
 from ..workloads import Workload
 from .cells import Column, Field, apply_schema, decode_text, path_arg
-from .load_report import LoadReport, RowChecks
+from .load_report import LoadReport, RowChecks, resolve_on_bad_rows
 
 __all__ = ["read_gavel_cluster_specs", "read_gavel_trace", "reference_column"]
 
@@ -51,7 +51,8 @@ def read_gavel_trace(
     *,
     cluster: Cluster | None = None,
     reference_gpu_type: str | None = None,
-    errors: str = "drop",
+    on_bad_rows: str = "raise",
+    errors: str | None = None,
 ) -> Workload:
     """Read a Gavel trace (tab-separated, one job per line) with its throughput table.
 
@@ -71,9 +72,9 @@ def read_gavel_trace(
     be 0 or 1 (it is otherwise unused). Gavel's old reader silently drops rows with scale
     factor 0; here they are malformed rows like any non-positive scale factor. Rows whose
     ``(job_type, scale_factor)`` has no throughput-table row (Gavel crashes on those: the
-    msr files hold scale factors up to 64, the table only 1, 2, 4 and 8) are dropped and
-    counted (``no_throughput_row`` in ``meta["load_report"]``, also
-    ``meta["no_throughput_row"]``). Arrival times are kept as in the file (Gavel's msr
+    msr files hold scale factors up to 64, the table only 1, 2, 4 and 8) are bad rows
+    (``no_throughput_row``): an error by default, dropped and counted with
+    ``on_bad_rows="skip"`` (``meta["load_report"]``, also ``meta["no_throughput_row"]``). Arrival times are kept as in the file (Gavel's msr
     files start at 0). The cluster of those experiments is in
     ``traces/msr/cluster_specs.json`` (:func:`read_gavel_cluster_specs`; Gavel's copy holds
     only ``{"philly": ["500:0:0"]}``, i.e. 500 V100s). Each line is read by its own column
@@ -97,10 +98,15 @@ def read_gavel_trace(
     reference_gpu_type : str, optional
         Type whose throughput turns SLO multipliers into deadlines (default: the
         catalogue's fastest, the V100 for Gavel's table).
-    errors : {"drop", "skip", "raise"}, default "drop"
-        "drop": rows without a throughput-table row are dropped and counted, malformed rows
-        raise; "skip": malformed rows are dropped and counted too; "raise": every row not
-        kept raises (see :mod:`hetsched.inputs.traces.load_report`).
+    on_bad_rows : {"raise", "skip"}, default "raise"
+        Rows that cannot be used (a job type the throughput table lacks, a malformed field,
+        arrivals out of order...): "raise" reads the whole file, then raises one error that
+        counts them by reason and names the first few by line; "skip" drops them with a
+        WARNING log line and counts them in ``meta["load_report"]`` (see
+        :mod:`hetsched.inputs.traces.load_report`).
+    errors : {"drop", "skip", "raise"}, optional
+        Deprecated (``DeprecationWarning``): "drop" and "skip" mean ``on_bad_rows="skip"``,
+        "raise" means "raise".
 
     Returns
     -------
@@ -113,10 +119,12 @@ def read_gavel_trace(
     Raises
     ------
     ValidationError
-        A missing file or a row that raises under ``errors`` (named by its line number).
+        A missing file; under ``on_bad_rows="raise"`` any bad row (counted, the first few
+        named by line number); a trace with no row kept.
     """
+    mode = resolve_on_bad_rows(on_bad_rows, errors)
     p = path_arg(path)
-    report = LoadReport(str(p), errors)
+    report = LoadReport(str(p), mode)
     cat = throughputs if isinstance(throughputs, ThroughputCatalogue) else load_gavel_throughputs(throughputs)
     ref = reference_column(cat, reference_gpu_type)
     chk, cells = _gavel_rows(p, report)
@@ -127,8 +135,8 @@ def read_gavel_trace(
     keep = np.flatnonzero(chk.alive)
     report.kept = int(keep.size)
     meta = _gavel_meta(p, report, cat, formats)
+    report.check()
     report.log_summary()
-    report.require_jobs()
     kept = {name: col.values[keep] for name, col in cols.items()}
     return _gavel_trace_of(p, chk, keep, cat, ref, [jt[i] for i in keep.tolist()], kept, cluster, meta)
 

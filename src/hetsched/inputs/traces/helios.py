@@ -28,7 +28,7 @@ from .cells import (
     read_fields,
     selection,
 )
-from .load_report import LoadReport, RowChecks
+from .load_report import LoadReport, RowChecks, resolve_on_bad_rows
 
 __all__ = ["read_helios_trace"]
 
@@ -40,7 +40,8 @@ def read_helios_trace(
     gpu_type: str | None = None,
     cluster: Cluster | None = None,
     sort: bool = False,
-    errors: str = "drop",
+    on_bad_rows: str = "raise",
+    errors: str | None = None,
 ) -> pd.DataFrame:
     """Read a Helios / Lucid ``cluster_log.csv`` into a job table.
 
@@ -52,10 +53,11 @@ def read_helios_trace(
     ``end_time - start_time`` where that cell is empty or the column absent.
 
     * CPU-only jobs (``gpu_num == 0``) are filtered (``cpu_only``; ``meta["cpu_jobs"]``).
-    * Dropped and counted by default: a zero duration (``zero_duration``: Helios's
-      cancelled jobs), a ``duration`` of NaN or a missing ``end_time`` (``unfinished``), a
-      missing ``start_time`` (``never_started``).
-    * Malformed (raise by default): extra cells, a missing ``job_id``, a ``gpu_num`` that
+    * Rows real logs contain (bad rows: an error by default, dropped and counted with
+      ``on_bad_rows="skip"``): a zero duration (``zero_duration``: Helios's cancelled
+      jobs), a ``duration`` of NaN or a missing ``end_time`` (``unfinished``), a missing
+      ``start_time`` (``never_started``).
+    * Malformed (bad rows too): extra cells, a missing ``job_id``, a ``gpu_num`` that
       is not a non-negative integer, a missing or unreadable ``submit_time``, a negative
       duration or submission, arrivals out of order (unless ``sort``), a duplicate id, a job
       larger than ``cluster``.
@@ -68,11 +70,25 @@ def read_helios_trace(
     gpu_type : str, optional
         GPU type of the cluster the log comes from (Helios clusters are homogeneous); it
         becomes the jobs' ``gpu_type`` (its throughput then sets the steps).
-    cluster, sort, errors
+    cluster, sort, on_bad_rows, errors
         As for :func:`read_philly_trace`.
+
+    Returns
+    -------
+    DataFrame
+        A job table; ``attrs["meta"]`` holds ``load_report``, ``skipped``, ``cpu_jobs``,
+        ``filtered_state``.
+
+    Raises
+    ------
+    ValidationError
+        A missing file, a header without the required columns, an empty file; under
+        ``on_bad_rows="raise"`` any bad row (counted, the first few named by line); a log
+        with no row kept.
     """
+    mode = resolve_on_bad_rows(on_bad_rows, errors)
     p = path_arg(path)
-    report = LoadReport(str(p), errors)
+    report = LoadReport(str(p), mode)
     wanted = selection(states, "states")
     text = decode_text(p, report, header=True)
     header = first_line(text) if text.split("\n", 1)[0].strip("\r") else []

@@ -7,18 +7,30 @@ before they started, jobs still running when the log was cut (Philly's ``end_tim
 The readers sort every row they do not keep into one of three kinds:
 
 * **dropped** (:data:`EXPECTED_REASONS`): rows that real traces are known to contain.
-  Dropped by default and counted by reason; ``errors="raise"`` rejects them.
 * **malformed**: rows that break the format's rules (a non-numeric or missing field, a
   wrong number of columns, bytes that are not UTF-8, a duplicate id, arrivals out of order,
-  a job larger than the cluster...). A ``ValidationError`` naming the row by default;
-  ``errors="skip"`` drops and counts them too.
+  a job larger than the cluster...).
 * **filtered** (:data:`FILTER_REASONS`): rows left out on purpose (a status or virtual
   cluster the caller did not ask for, CPU-only jobs). Counted, never an error.
 
-The report is a plain dict (JSON-serializable), in ``meta["load_report"]`` of the returned
-trace or ``attrs["meta"]["load_report"]`` of a job table::
+Dropped and malformed rows are *bad rows*. What happens to them is the caller's choice,
+``on_bad_rows`` (issue 30: no row leaves a trace without the caller saying so):
 
-    {"source": "...", "errors": "drop", "rows": 120, "kept": 100,
+* ``"raise"`` (the default): the reader reads the whole file, then raises one
+  :class:`~hetsched.errors.ValidationError` that counts the bad rows by reason and names
+  the first few (line or entry, rule and value) in file order;
+* ``"skip"``: they are dropped with a WARNING log line and counted by reason in the report.
+
+The older ``errors=`` keyword still works and warns (``DeprecationWarning``): ``"drop"`` and
+``"skip"`` mean ``on_bad_rows="skip"``, ``"raise"`` means ``"raise"``.
+
+A trace with no row kept is always an error (:meth:`LoadReport.require_jobs`).
+
+The report is a plain dict (JSON-serializable), in ``meta["load_report"]`` of the returned
+trace or ``attrs["meta"]["load_report"]`` of a job table, and from there in a simulation's
+``config["workload_meta"]`` (``summary.json`` and ``provenance.json`` of ``--out``)::
+
+    {"source": "...", "on_bad_rows": "skip", "rows": 120, "kept": 100,
      "dropped": {"unfinished": 12, "never_started": 3},
      "malformed": {},
      "filtered": {"cpu_only": 5},
@@ -30,6 +42,8 @@ trace or ``attrs["meta"]["load_report"]`` of a job table::
 from __future__ import annotations
 
 import logging
+import re
+import warnings
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -38,17 +52,24 @@ import numpy as np
 from ...errors import ValidationError
 from ...validation import check_choice
 
-__all__ = ["ERRORS", "EXPECTED_REASONS", "FILTER_REASONS", "LoadReport", "RowChecks"]
+__all__ = ["DEPRECATED_ERRORS", "ERRORS", "EXPECTED_REASONS", "FILTER_REASONS", "ON_BAD_ROWS", "LoadReport",
+           "RowChecks", "resolve_on_bad_rows"]
 
 log = logging.getLogger(__name__)
 
-#: The ``errors`` values every reader accepts.
-ERRORS = ("drop", "skip", "raise")
+#: The ``on_bad_rows`` values every reader accepts.
+ON_BAD_ROWS = ("raise", "skip")
 
-#: Rows that real traces contain, dropped by default (reason -> what it means).
+#: The deprecated ``errors`` values and the ``on_bad_rows`` each now means.
+DEPRECATED_ERRORS: dict[str, str] = {"drop": "skip", "skip": "skip", "raise": "raise"}
+
+#: The ``errors`` values the readers still accept (deprecated; see :data:`DEPRECATED_ERRORS`).
+ERRORS = tuple(DEPRECATED_ERRORS)
+
+#: Rows that real traces contain (reason -> what it means).
 EXPECTED_REASONS: dict[str, str] = {
     "never_started": "the job never ran: no attempt, or no start time (cancelled or failed while queued)",
-    "unfinished": "no end time: still running when the log was collected, or its end was not recorded",
+    "unfinished": "no end time or duration: still running when the log was collected, or its end was not recorded",
     "zero_duration": "ended when it started (e.g. Helios jobs cancelled at once)",
     "no_gpus": "the last attempt held no GPU",
     "no_throughput_row": "(job type, scale factor) has no row in the throughput table (Gavel's msr traces)",
@@ -66,6 +87,13 @@ FILTER_REASONS: dict[str, str] = {
 #: Examples kept per reason.
 N_EXAMPLES = 3
 
+#: Bad rows named in the error of ``on_bad_rows="raise"``.
+N_NAMED = 3
+
+#: How to opt in, as the error says it.
+SKIP_HINT = ('pass on_bad_rows="skip" (command line: --skip-bad-rows) to drop them; their counts are then '
+             'recorded in meta["load_report"] and in the provenance of a simulation')
+
 
 def _kind(reason: str) -> str:
     if reason in EXPECTED_REASONS:
@@ -75,9 +103,49 @@ def _kind(reason: str) -> str:
     return "malformed"
 
 
-def check_errors(errors: Any) -> str:
-    """``errors`` validated: one of :data:`ERRORS`."""
-    return check_choice(errors, "errors", ERRORS)
+def resolve_on_bad_rows(on_bad_rows: Any, errors: Any = None, *, stacklevel: int = 3) -> str:
+    """The ``on_bad_rows`` a reader runs with, from its ``on_bad_rows`` and deprecated
+    ``errors`` arguments.
+
+    Parameters
+    ----------
+    on_bad_rows : {"raise", "skip"}
+    errors : {"drop", "skip", "raise"}, optional
+        Deprecated: when given, warns (``DeprecationWarning``) and maps through
+        :data:`DEPRECATED_ERRORS`.
+    stacklevel : int, default 3
+        Where the warning points (3: the caller of the reader that calls this).
+
+    Returns
+    -------
+    str
+        "raise" or "skip".
+
+    Raises
+    ------
+    ValidationError
+        A value outside the choices, or ``errors`` that contradicts an explicit
+        ``on_bad_rows="skip"``.
+    """
+    wanted = check_choice(on_bad_rows, "on_bad_rows", ON_BAD_ROWS)
+    if errors is None:
+        return wanted
+    mapped = DEPRECATED_ERRORS[check_choice(errors, "errors", ERRORS)]
+    warnings.warn(f"`errors={errors!r}` is deprecated; pass `on_bad_rows={mapped!r}` (\"raise\": bad rows are an "
+                  f"error, the default; \"skip\": drop and count them).", DeprecationWarning, stacklevel=stacklevel)
+    if wanted != "raise" and wanted != mapped:
+        raise ValidationError(f"`errors={errors!r}` (deprecated, meaning on_bad_rows={mapped!r}) contradicts "
+                              f"`on_bad_rows={wanted!r}`; pass `on_bad_rows` only.")
+    return mapped
+
+
+_NUMBER = re.compile(r"(\d+)\s*$")
+
+
+def _order_key(where: str, fallback: int) -> int:
+    """File position of a row named ``where`` ("line 12", "entry 3"): its number, else ``fallback``."""
+    m = _NUMBER.search(where)
+    return int(m.group(1)) if m else fallback
 
 
 class LoadReport:
@@ -87,27 +155,36 @@ class LoadReport:
     ----------
     source : str
         The file (named in every message).
-    errors : {"drop", "skip", "raise"}
-        What raises: "raise" every dropped or malformed row, "drop" malformed rows only,
-        "skip" nothing.
+    on_bad_rows : {"raise", "skip"}, default "raise"
+        "raise": :meth:`check` raises when any row was dropped or malformed; "skip": it
+        logs them.
     """
 
-    def __init__(self, source: str, errors: str) -> None:
+    def __init__(self, source: str, on_bad_rows: str = "raise") -> None:
         self.source = source
-        self.errors = check_errors(errors)
+        #: The file the rows come from (``source`` may grow a label, e.g. PAI's two tables).
+        self.path = source
+        self.on_bad_rows = check_choice(on_bad_rows, "on_bad_rows", ON_BAD_ROWS)
         self.rows = 0
         self.kept = 0
         self.counts: dict[str, dict[str, int]] = {"dropped": {}, "malformed": {}, "filtered": {}}
         self.examples: dict[str, list[str]] = {}
         #: Full messages of every dropped or malformed row, in the order they were found.
         self.skipped: list[str] = []
+        #: ``(file position, reason, message without the source)`` of every bad row.
+        self.bad: list[tuple[int, str, str]] = []
 
     def raises(self, reason: str) -> bool:
-        """Whether a row failing for ``reason`` raises under this report's ``errors``."""
-        kind = _kind(reason)
-        if kind == "filtered":
-            return False
-        return self.errors == "raise" or (self.errors == "drop" and kind == "malformed")
+        """Whether a row failing for ``reason`` is an error under this report's
+        ``on_bad_rows`` (never a filter). Readers defer the error to :meth:`check`, which
+        counts every bad row; Philly's reader raises at once on bytes that are not UTF-8,
+        naming their line and offset (its entries lose their line numbers once parsed)."""
+        return _kind(reason) != "filtered" and self.on_bad_rows == "raise"
+
+    @property
+    def n_bad(self) -> int:
+        """Rows dropped or malformed."""
+        return sum(self.counts["dropped"].values()) + sum(self.counts["malformed"].values())
 
     def record(self, reason: str, texts: Sequence[str], count: int | None = None, *, listed: bool = False) -> None:
         """Count ``count`` (default ``len(texts)``) rows dropped for ``reason``; ``texts``
@@ -124,19 +201,47 @@ class LoadReport:
             if not listed:
                 self.skipped.extend(texts)
 
-    def fail(self, reason: str, text: str) -> None:
-        """One row outside any table (a line that is not UTF-8): raise or record it."""
+    def fail(self, reason: str, text: str, *, position: int | None = None) -> None:
+        """One bad row outside any table (a line that is not UTF-8): record it (``text``
+        names the file and the row; ``position``: its line number, for the order of the
+        rows :meth:`check` names)."""
         self.rows += 1
-        if self.raises(reason):
-            raise ValidationError(text)
         self.record(reason, [text])
+        short = text[len(self.path) + 2:] if text.startswith(self.path + ": ") else text
+        self.bad.append((_order_key(short, 0) if position is None else int(position), reason, short))
 
     def to_dict(self) -> dict[str, Any]:
         """The report as a plain dict (see the module docstring)."""
-        return {"source": self.source, "errors": self.errors, "rows": int(self.rows), "kept": int(self.kept),
-                "dropped": dict(self.counts["dropped"]), "malformed": dict(self.counts["malformed"]),
-                "filtered": dict(self.counts["filtered"]),
+        return {"source": self.source, "on_bad_rows": self.on_bad_rows, "rows": int(self.rows),
+                "kept": int(self.kept), "dropped": dict(self.counts["dropped"]),
+                "malformed": dict(self.counts["malformed"]), "filtered": dict(self.counts["filtered"]),
                 "examples": {k: list(v) for k, v in self.examples.items()}}
+
+    def check(self, *others: LoadReport) -> None:
+        """End of a read: raise on the bad rows of this report (and ``others``, e.g. PAI's
+        task table) under ``on_bad_rows="raise"``, then :meth:`require_jobs`.
+
+        The error counts the bad rows by reason, names the first :data:`N_NAMED` of each
+        file in file order, and says how to opt in to skipping them.
+        """
+        if self.on_bad_rows == "raise":
+            parts = [r._bad_rows_text() for r in (self, *others) if r.n_bad]
+            if parts:
+                lost = " ".join(parts)
+                left = (f" No row would be left to replay: {self.rows} row(s) read, 0 kept." if self.kept == 0
+                        else "")
+                raise ValidationError(f"{lost}{left} Fix the file, or {SKIP_HINT}.")
+        self.require_jobs()
+
+    def _bad_rows_text(self) -> str:
+        """"<source>: N of M rows cannot be used (reason: n, ...): <first rows>." """
+        bad = sorted(self.bad, key=lambda b: b[0])
+        by_reason = {**self.counts["dropped"], **self.counts["malformed"]}
+        reasons = ", ".join(f"{r}: {n}" for r, n in sorted(by_reason.items(), key=lambda kv: (-kv[1], kv[0])))
+        named = "; ".join(text for _, _, text in bad[:N_NAMED])
+        more = f"; and {self.n_bad - N_NAMED} more" if self.n_bad > N_NAMED else ""
+        return (f"{self.path}: {self.n_bad} of {self.rows} row(s) cannot be used ({reasons}): "
+                f"{named}{more}.")
 
     def require_jobs(self) -> None:
         """Raise when no row was kept: a trace of 0 jobs is never what a caller wants (issue
@@ -155,8 +260,8 @@ class LoadReport:
         lost = {**self.counts["dropped"], **self.counts["malformed"]}
         if lost:
             first = self.skipped[0] if self.skipped else ""
-            log.warning("%s: %d rows read, %d kept; dropped %s; e.g. %s", self.source, self.rows, self.kept,
-                        lost, first)
+            log.warning("%s: %d rows read, %d kept; skipped (on_bad_rows='skip') %s; e.g. %s", self.source,
+                        self.rows, self.kept, lost, first)
         else:
             log.info("%s: %d rows read, %d kept", self.source, self.rows, self.kept)
 
@@ -166,11 +271,11 @@ class RowChecks:
 
     Rows are positions ``0..n-1`` in file order. :meth:`fail` marks the rows of a boolean
     mask that are still alive with a reason (a row keeps the first reason it fails);
-    :meth:`resolve` ends a stage: if a marked row's reason raises under the report's
-    ``errors``, the earliest such row (in file order) raises a ``ValidationError`` with its
-    message; otherwise every marked row is counted and dropped. Checks whose outcome depends
-    on earlier rows (order, duplicates) run in a later stage, after the rows they depend on
-    are settled -- the same outcome as a reader that walks the file row by row.
+    :meth:`resolve` ends a stage: every marked row is counted on the report and left out of
+    the later stages. Checks whose outcome depends on earlier rows (order, duplicates) run
+    in a later stage, after the rows they depend on are settled -- the same outcome as a
+    reader that walks the file row by row. Whether the bad rows are an error is decided
+    once the whole file is read (:meth:`LoadReport.check`), so the error can count them all.
 
     Parameters
     ----------
@@ -209,26 +314,22 @@ class RowChecks:
             self._pending.append((idx, reason, message))
 
     def resolve(self) -> None:
-        """End a stage: raise on the earliest row whose reason raises, else record them all."""
+        """End a stage: count every row marked since the last stage on the report (messages
+        in file order within the stage)."""
         pending, self._pending = self._pending, []
-        first: tuple[int, str, Callable[[int], str] | None] | None = None
-        for idx, reason, message in pending:
-            if self.report.raises(reason) and (first is None or idx[0] < first[0]):
-                first = (int(idx[0]), reason, message)
-        if first is not None:
-            i, _, message = first
-            raise ValidationError(self.text(i, message(i) if message else "is a bad row"))
         found: list[tuple[int, str, str]] = []
         for idx, reason, message in pending:
             self._failed[_kind(reason)].append(idx)
             if message is None:
                 self.report.record(reason, [], count=idx.size)
             else:
-                found.extend((int(i), reason, self.text(int(i), message(int(i)))) for i in idx)
+                found.extend((int(i), reason, message(int(i))) for i in idx)
         found.sort(key=lambda r: r[0])
         by_reason: dict[str, list[str]] = {}
-        for _, reason, text in found:
+        for i, reason, msg in found:
+            text = self.text(i, msg)
             by_reason.setdefault(reason, []).append(text)
-        self.report.skipped.extend(text for _, _, text in found)  # in file order within the stage
+            self.report.skipped.append(text)  # in file order within the stage
+            self.report.bad.append((_order_key(self.where[i], i), reason, f"{self.where[i]}: {msg}"))
         for reason, texts in by_reason.items():
             self.report.record(reason, texts, listed=True)

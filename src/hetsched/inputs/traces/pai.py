@@ -32,7 +32,7 @@ from .cells import (
     selection,
     span_message,
 )
-from .load_report import LoadReport, RowChecks
+from .load_report import LoadReport, RowChecks, resolve_on_bad_rows
 
 __all__ = ["read_pai_trace"]
 
@@ -84,7 +84,8 @@ def read_pai_trace(
     statuses: Sequence[str] | str | None = None,
     cluster: Cluster | None = None,
     sort: bool = False,
-    errors: str = "drop",
+    on_bad_rows: str = "raise",
+    errors: str | None = None,
 ) -> pd.DataFrame:
     """Read Alibaba PAI 2020's ``pai_job_table`` and ``pai_task_table`` into a job table.
 
@@ -102,12 +103,13 @@ def read_pai_trace(
 
     * Filtered (counted): jobs without GPU tasks (``cpu_only``, also ``meta["cpu_jobs"]``),
       statuses not asked for.
-    * Dropped and counted by default: no ``start_time`` (``never_started``), no
-      ``end_time`` (``unfinished``: PAI's running jobs), end equal to start.
-    * Malformed (raise by default): wrong cell counts, a missing job name, a duplicate
-      job, non-numeric times, an end before the start, a task naming a job the job table
-      lacks, a task with a non-numeric or out-of-range ``inst_num`` / ``plan_gpu`` (with
-      ``errors="skip"`` its job is dropped too: ``bad_task``), arrivals out of order.
+    * Rows the real tables hold (bad rows: an error by default, dropped and counted with
+      ``on_bad_rows="skip"``): no ``start_time`` (``never_started``), no ``end_time``
+      (``unfinished``: PAI's running jobs), end equal to start.
+    * Malformed (bad rows too): wrong cell counts, a missing job name, a duplicate job,
+      non-numeric times, an end before the start, a task naming a job the job table lacks,
+      a task with a non-numeric or out-of-range ``inst_num`` / ``plan_gpu`` (its job is a
+      bad row too: ``bad_task``), arrivals out of order.
 
     The task table's own counts are in ``meta["load_report"]["tasks"]`` (rows, malformed,
     filtered: ``cpu_task`` tasks without GPUs, ``job_not_kept`` tasks of jobs not kept).
@@ -117,13 +119,27 @@ def read_pai_trace(
     job_path, task_path : str or Path
     statuses : str or sequence of str, optional
         Keep only jobs with these statuses (e.g. ``["Terminated"]``); default all.
-    cluster, sort, errors
-        As for :func:`read_philly_trace`.
+    cluster, sort, on_bad_rows, errors
+        As for :func:`read_philly_trace` (the error of ``on_bad_rows="raise"`` counts and
+        names the bad rows of both tables).
+
+    Returns
+    -------
+    DataFrame
+        A job table; ``attrs["meta"]`` holds ``load_report`` (with ``tasks``),
+        ``skipped``, ``cpu_jobs``, ``filtered_status``.
+
+    Raises
+    ------
+    ValidationError
+        A missing file; under ``on_bad_rows="raise"`` any bad row of either table; a trace
+        with no job kept.
     """
+    mode = resolve_on_bad_rows(on_bad_rows, errors)
     pj = path_arg(job_path, "job_path")
     pt = path_arg(task_path, "task_path")
-    report = LoadReport(str(pj), errors)
-    treport = LoadReport(str(pt), errors)
+    report = LoadReport(str(pj), mode)
+    treport = LoadReport(str(pt), mode)
     wanted = selection(statuses, "statuses")
     chk, job, in_table, arrival, dur = _pai_jobs(pj, report, wanted)
     name = job["job_name"]
@@ -139,8 +155,8 @@ def read_pai_trace(
     meta = {"format": "pai", "job_path": str(pj), "task_path": str(pt)}
     report.source = f"{pj} + {pt.name}"
     df = finish_table(chk, report, cols, meta=meta, sort=sort, cluster=cluster,
-                      counts={"cpu_jobs": "cpu_only", "filtered_status": "status"})
-    meta["load_report"]["tasks"] = {k: v for k, v in treport.to_dict().items() if k != "errors"}
+                      counts={"cpu_jobs": "cpu_only", "filtered_status": "status"}, others=(treport,))
+    meta["load_report"]["tasks"] = {k: v for k, v in treport.to_dict().items() if k != "on_bad_rows"}
     meta["skipped"] = list(report.skipped) + list(treport.skipped)
     return df
 
@@ -207,8 +223,8 @@ def _pai_tasks(pt: Path, treport: LoadReport, chk: RowChecks, name: list[str],
 
 
 def _fail_bad_task_jobs(chk: RowChecks, tchk: RowChecks, owner: np.ndarray, name: list[str], pt: Path) -> None:
-    """Fail (``bad_task``) every job one of whose tasks was malformed (only reached with
-    ``errors="skip"``), naming the first such task's row of ``pt``."""
+    """Fail (``bad_task``) every job one of whose tasks was malformed, naming the first such
+    task's row of ``pt``."""
     bad_task = np.zeros(chk.n, dtype=bool)
     task_where: dict[int, str] = {}
     for i in tchk.failed_rows("malformed").tolist():

@@ -30,7 +30,7 @@ from .cells import (
     selection,
     span_message,
 )
-from .load_report import LoadReport, RowChecks
+from .load_report import LoadReport, RowChecks, resolve_on_bad_rows
 
 __all__ = ["read_philly_trace"]
 
@@ -96,7 +96,8 @@ def read_philly_trace(
     vc: Sequence[str] | str | None = None,
     cluster: Cluster | None = None,
     sort: bool = False,
-    errors: str = "drop",
+    on_bad_rows: str = "raise",
+    errors: str | None = None,
 ) -> pd.DataFrame:
     """Read Microsoft Philly's ``cluster_job_log`` (a JSON list of jobs) into a job table.
 
@@ -108,11 +109,11 @@ def read_philly_trace(
     * arrival: ``submitted_time``; duration: the last attempt's ``end_time - start_time``
       (earlier attempts failed and were retried); GPUs: the number of GPUs the last attempt
       held (summed over its hosts).
-    * Dropped and counted by default (rows the real log holds): no attempt or a last
-      attempt without ``start_time`` (``never_started``), ``end_time`` missing or
-      ``"None"`` (``unfinished``), no GPUs (``no_gpus``), end equal to start
-      (``zero_duration``).
-    * Malformed (raise by default): a missing or unreadable ``jobid`` /
+    * Rows the real log holds (bad rows: an error by default, dropped and counted with
+      ``on_bad_rows="skip"``): no attempt or a last attempt without ``start_time``
+      (``never_started``), ``end_time`` missing or ``"None"`` (``unfinished``), no GPUs
+      (``no_gpus``), end equal to start (``zero_duration``).
+    * Malformed (bad rows too): a missing or unreadable ``jobid`` /
       ``submitted_time``, a time that is neither seconds nor a date-time, ``attempts`` or
       ``detail`` of the wrong shape, an end before the start, a submission after the
       start, arrivals out of order (unless ``sort``), a duplicate id, a job larger than
@@ -131,8 +132,14 @@ def read_philly_trace(
         Jobs larger than every GPU type of the cluster are malformed rows.
     sort : bool, default False
         Sort by submission time instead of requiring the file to be in order.
-    errors : {"drop", "skip", "raise"}, default "drop"
-        See :mod:`hetsched.inputs.traces.load_report`.
+    on_bad_rows : {"raise", "skip"}, default "raise"
+        Rows that cannot be used: "raise" reads the whole file, then raises one error that
+        counts them by reason and names the first few (``entry N``, from 0); "skip" drops
+        them with a WARNING log line and counts them in ``attrs["meta"]["load_report"]``
+        (see :mod:`hetsched.inputs.traces.load_report`).
+    errors : {"drop", "skip", "raise"}, optional
+        Deprecated (``DeprecationWarning``): "drop" and "skip" mean ``on_bad_rows="skip"``,
+        "raise" means "raise".
 
     Returns
     -------
@@ -140,9 +147,17 @@ def read_philly_trace(
         A job table (:data:`JOB_TABLE_COLUMNS`); ``gpu_type`` is None (Philly does not
         say); ``attrs["meta"]`` holds ``load_report``, ``skipped``, ``filtered_status``,
         ``filtered_vc``.
+
+    Raises
+    ------
+    ValidationError
+        A missing file or one that is not a JSON list; a ``vc`` the file does not hold;
+        under ``on_bad_rows="raise"`` any bad row (counted, the first few named); a log
+        with no row kept.
     """
+    mode = resolve_on_bad_rows(on_bad_rows, errors)
     p = path_arg(path)
-    report = LoadReport(str(p), errors)
+    report = LoadReport(str(p), mode)
     wanted_status = selection(statuses, "statuses")
     wanted_vc = selection(vc, "vc")
     text, escaped = _decode_json(p, report)

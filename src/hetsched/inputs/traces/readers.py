@@ -20,16 +20,20 @@ Two kinds of source:
   the job's GPU count, seeded) and turns its duration into steps at that type's throughput.
 
 **Rows the readers do not keep** (:mod:`hetsched.inputs.traces.load_report`). Real traces hold
-jobs that never started, never finished or lasted zero seconds, and Gavel's msr traces
-hold job types the throughput table lacks: by default (``errors="drop"``) such rows are
-dropped and counted by reason in a load report, ``meta["load_report"]`` of the trace
-(``attrs["meta"]["load_report"]`` of a job table). A *malformed* row -- a missing or
-non-numeric field, a wrong number of columns, bytes that are not UTF-8, a duplicate id,
-arrivals out of order, a job larger than ``cluster`` -- raises a
-:class:`~hetsched.errors.ValidationError` naming it (``line N`` of a text file, header =
-line 1; ``entry N`` of a JSON list, from 0) and the rule and value; ``errors="skip"``
-drops and counts those too, ``errors="raise"`` rejects every row that is not kept (the
-first in file order). ``meta["skipped"]`` lists the message of every dropped row.
+jobs that never started, never finished or lasted zero seconds, Gavel's msr traces hold
+job types the throughput table lacks, and any file may hold a *malformed* row -- a missing
+or non-numeric field, a wrong number of columns, bytes that are not UTF-8, a duplicate id,
+arrivals out of order, a job larger than ``cluster``. By default (``on_bad_rows="raise"``)
+such rows are an error: the reader reads the whole file, then raises one
+:class:`~hetsched.errors.ValidationError` that counts them by reason and names the first
+few (``line N`` of a text file, header = line 1; ``entry N`` of a JSON list, from 0) with
+the rule and value. ``on_bad_rows="skip"`` (command line: ``--skip-bad-rows``) drops them
+with a WARNING log line and counts them by reason in a load report, ``meta["load_report"]``
+of the trace (``attrs["meta"]["load_report"]`` of a job table), which a simulation carries
+into its ``config["workload_meta"]``; ``meta["skipped"]`` lists the message of every
+dropped row. Rows filtered on purpose (``statuses``, ``vc``, CPU-only jobs) are counted,
+never an error; a trace with no job left is always an error. The older ``errors=``
+keyword is deprecated (``"drop"``/``"skip"`` mean ``"skip"``).
 
 The readers parse columns at once (pandas, numpy) and build messages only for the rows
 they name. Each format's numeric and time columns are described as data (``_HELIOS``,
@@ -56,6 +60,7 @@ from ..throughputs import (
 from ..workloads import Workload
 from .gavel import read_gavel_cluster_specs, read_gavel_trace
 from .helios import read_helios_trace
+from .load_report import resolve_on_bad_rows
 from .pai import read_pai_trace
 from .philly import read_philly_trace
 from .table import JOB_TABLE_COLUMNS, trace_from_table
@@ -83,7 +88,8 @@ def load_trace(
     task_path: str | Path | None = None,
     seed: int = 0,
     cluster: Cluster | None = None,
-    errors: str = "drop",
+    on_bad_rows: str = "raise",
+    errors: str | None = None,
     **options: Any,
 ) -> Workload:
     """Read any supported trace into a trace, a :class:`~hetsched.Workload` (reader + :func:`trace_from_table`).
@@ -103,9 +109,12 @@ def load_trace(
         Seeds the job-type draw of cluster logs.
     cluster : Cluster, optional
         Checks that every job fits.
-    errors : {"drop", "skip", "raise"}, default "drop"
-        Rows real traces contain are dropped and counted (``meta["load_report"]``),
-        malformed rows raise; see :mod:`hetsched.inputs.traces.load_report`.
+    on_bad_rows : {"raise", "skip"}, default "raise"
+        Rows that cannot be used (see :mod:`hetsched.inputs.traces.load_report`): "raise"
+        is one error counting them and naming the first few; "skip" drops them with a
+        WARNING log line and counts them in ``meta["load_report"]``.
+    errors : {"drop", "skip", "raise"}, optional
+        Deprecated (``DeprecationWarning``): "drop" and "skip" mean ``on_bad_rows="skip"``.
     **options
         Passed to the reader (e.g. ``sort=True``, ``states=[...]``, ``vc=[...]`` for Philly) or to
         :func:`trace_from_table` (``unmatched``, ``gpu_type_map``, ``reference_gpu_type``).
@@ -114,14 +123,16 @@ def load_trace(
     -------
     Workload
         Ready to simulate (steps and sorted arrivals); ``meta["load_report"]`` counts what
-        the reader dropped.
+        the reader did not keep.
 
     Raises
     ------
     ValidationError
         An unknown format or option, a missing ``throughputs`` (Gavel) or ``task_path``
-        (PAI), or any error of the reader.
+        (PAI), or any error of the reader (bad rows under ``on_bad_rows="raise"``, a trace
+        with no job left).
     """
+    mode = resolve_on_bad_rows(on_bad_rows, errors)
     p = Path(path) if isinstance(path, (str, Path)) else path
     fmt = format
     if fmt is None:
@@ -131,7 +142,8 @@ def load_trace(
     table_opts = {k: options.pop(k) for k in ("unmatched", "gpu_type_map", "reference_gpu_type") if k in options}
     reader = {"gavel": read_gavel_trace, "philly": read_philly_trace, "helios": read_helios_trace,
               "pai": read_pai_trace}[fmt]
-    accepted = set(inspect.signature(reader).parameters) - {"path", "throughputs", "task_path", "cluster", "errors"}
+    accepted = set(inspect.signature(reader).parameters) - {"path", "throughputs", "task_path", "cluster", "errors",
+                                                            "on_bad_rows"}
     unknown = sorted(set(options) - accepted)
     if unknown:
         raise ValidationError(
@@ -141,7 +153,7 @@ def load_trace(
     if fmt == "gavel":
         if throughputs is None:
             raise ValidationError("a Gavel trace needs `throughputs` (the Gavel-format throughput JSON or a catalogue).")
-        return read_gavel_trace(p, throughputs, cluster=cluster, errors=errors,
+        return read_gavel_trace(p, throughputs, cluster=cluster, on_bad_rows=mode,
                                 reference_gpu_type=table_opts.get("reference_gpu_type"), **options)
     if throughputs is None:
         cat = generate_catalogue(seed=seed)
@@ -150,13 +162,13 @@ def load_trace(
     else:
         cat = load_gavel_throughputs(throughputs)
     if fmt == "philly":
-        table = read_philly_trace(p, cluster=cluster, errors=errors, **options)
+        table = read_philly_trace(p, cluster=cluster, on_bad_rows=mode, **options)
     elif fmt == "helios":
-        table = read_helios_trace(p, cluster=cluster, errors=errors, **options)
+        table = read_helios_trace(p, cluster=cluster, on_bad_rows=mode, **options)
     else:
         if task_path is None:
             raise ValidationError("a PAI trace needs `task_path` (pai_task_table.csv) beside the job table.")
-        table = read_pai_trace(p, task_path, cluster=cluster, errors=errors, **options)
+        table = read_pai_trace(p, task_path, cluster=cluster, on_bad_rows=mode, **options)
     return trace_from_table(table, cat, seed=seed, **table_opts)
 
 
