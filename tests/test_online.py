@@ -150,9 +150,9 @@ def test_simulated_clock_driver_equals_simulate(kind, topology):
     a = hs.simulate(_KINDS[kind](), trace, cluster, options=hs.SimOptions(seed=1))
     b = simulate_online(_KINDS[kind](), trace, cluster, learn=False, options=hs.SimOptions(seed=1))
     assert b.config["driver"] == "online" and "driver" not in a.config
-    for col in ("jct", "start", "finish", "steps_done", "preemptions", "restarts", "isolated_time"):
+    for col in ("jct_s", "start_s", "finish_s", "steps_done", "preemptions", "restarts", "isolated_time_s"):
         np.testing.assert_array_equal(a.jobs[col].to_numpy(), b.jobs[col].to_numpy(), err_msg=col)
-    assert a.summary["avg_jct"] == b.summary["avg_jct"]
+    assert a.summary["avg_jct_s"] == b.summary["avg_jct_s"]
     if kind == "packed":            # the comparison covers rounds where jobs shared GPUs
         assert (a.runs["partner"] >= 0).any()
     if kind == "sia":               # ... and elastic GPU counts other than the gang
@@ -505,7 +505,7 @@ def test_stored_state_is_json_and_arrays_and_names_only_registered_classes(tmp_p
 
 @pytest.mark.parametrize(("version", "message"), [("1", "schema version 1 .*pickle"),
                                                   ("2", r"schema version 2 \(no pair or spread rates\)"),
-                                                  ("4", "schema version 4; .*reads version 3 only")])
+                                                  ("5", "schema version 5; .*reads version 4 only")])
 def test_older_and_newer_schema_versions_are_refused(tmp_path, version, message):
     path = tmp_path / "s.db"
     OnlineScheduler("fifo", hs.Cluster({"v100": 2}), store=path).close()

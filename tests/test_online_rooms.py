@@ -86,12 +86,12 @@ def test_the_import_check_sees_a_relative_import_of_the_simulator() -> None:
 @pytest.mark.parametrize("path", [p for p in _modules() if p.name != "job_tables.py"], ids=lambda p: p.name)
 def test_capabilities_not_names(path: Path) -> None:
     """Outside ``job_tables.py`` nothing is looked up on the policy or scheduler by a name in
-    a string, save the protocol's optional ``rows_checked`` declaration."""
+    a string, save the protocol's optional ``rows_checked`` and ``adaptive`` declarations."""
     for node in ast.walk(_tree(path)):
         if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id in ("getattr", "hasattr"):
             name = node.args[1] if len(node.args) > 1 else None
             if isinstance(name, ast.Constant):
-                assert name.value == "rows_checked", f"{path.name}:{node.lineno}: {node.func.id}(..., {name.value!r})"
+                assert name.value in ("rows_checked", "adaptive"), f"{path.name}:{node.lineno}: {node.func.id}(..., {name.value!r})"
 
 
 def test_options_are_the_mechanism_record() -> None:

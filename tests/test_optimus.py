@@ -135,6 +135,9 @@ class _Prog:
         self.submitted_batch = np.array([50])              # nearest run in ratio: 64
         self.names = np.array(["toy-0"], dtype=object)
 
+    def observed_metrics(self, job, progress):
+        return observed_metrics(self.models[job], int(self.submitted_batch[job]), progress)
+
 
 def test_remaining_prior_finished_median_and_fit():
     prof = _Profile(known=10)
@@ -323,7 +326,7 @@ def test_end_to_end_small_workload_every_job_completes_at_its_submitted_batch():
     per = runs.groupby(["round", "gpu_type"])["gpus"].sum()
     for (_, k), g in per.items():
         assert g <= cap[int(k)]
-    assert res.summary["avg_jct"] > 0 and math.isfinite(res.summary["makespan"])
+    assert res.summary["avg_jct_s"] > 0 and math.isfinite(res.summary["makespan_s"])
 
 
 def _view(prog, cluster, active, done, arrival, now, rnd, L):

@@ -40,7 +40,15 @@ from .profiles import SIA_MACHINES, ModelProfile, load_sia_profiles, sia_data_pa
 from .traces.sia import AdaptiveJobTable, read_sia_workload
 from .workloads import Workload
 
-__all__ = ["AdaptiveProgress", "AdaptiveWorkload", "node_sizes", "read_adaptive_workload", "sia_workload"]
+__all__ = ["REPORT_KEYS", "AdaptiveJobs", "AdaptiveProgress", "AdaptiveWorkload", "node_sizes", "observed_metrics", "split_batch",
+           "read_adaptive_workload", "sia_workload"]
+
+#: What a running adaptive job measures in a round (:meth:`AdaptiveJobs.report`): its GPU
+#: type, nodes and replicas, per-GPU batch and gradient-accumulation steps, the mean step
+#: and synchronisation times (s) of one iteration, and the gradient's square norm and
+#: variance (Pollux's ``grad_sqr``/``grad_var``).
+REPORT_KEYS = ("gpu_type", "nodes", "replicas", "atomic_bsz", "accum_steps", "step_time", "sync_time", "grad_sqr",
+               "grad_var")
 
 log = logging.getLogger(__name__)
 
@@ -156,44 +164,61 @@ class AdaptiveWorkload:
                               "throughput_units": self.throughput_units})
 
 
-class AdaptiveProgress:
-    """The simulated truth for adaptive jobs on one cluster: how fast a job progresses on a
-    configuration (see the module docstring), and what a running job reports.
+class AdaptiveJobs:
+    """What an adaptive scheduler may know of its jobs on one cluster: each job's model
+    profile (batch limits, restart cost, per-GPU batch range), the replicas and batch it was
+    submitted with, and how a batch splits over a placement. The measurements a scheduler
+    learns from come through :meth:`report`; a job's validation metric through
+    :meth:`observed_metrics`.
+
+    Two kinds exist: :class:`AdaptiveProgress`, the simulated truth (reports computed from
+    the profiles), and :class:`hetsched.online.adaptive_jobs.OnlineAdaptiveJobs`, the jobs an
+    :class:`~hetsched.online.OnlineScheduler` was given (reports sent by the workers).
 
     Parameters
     ----------
-    workload : AdaptiveWorkload
     cluster : Cluster
         Its GPU types are the columns; a type without a profile of some model cannot run it.
+    profiles : Mapping[str, ModelProfile]
+        Every model the jobs may name (without servers, a type's node size is the largest
+        profiled machine's node size of that type, at most the type's GPU count).
     """
 
-    def __init__(self, workload: AdaptiveWorkload, cluster: Cluster) -> None:
+    def __init__(self, cluster: Cluster, profiles: Mapping[str, ModelProfile]) -> None:
         if not isinstance(cluster, Cluster):
             raise ValidationError(f"`cluster` must be a hetsched.Cluster; got {type(cluster).__name__}.")
-        self.workload = workload
-        f = workload.table.frame
         self.types = tuple(cluster.gpu_types)
         self.node_gpus = node_sizes(cluster, self.types)
-        if cluster.topology is None:   # no servers given: the profiled machine's node size
-            cap = cluster.capacities(self.types)
-            for k, t in enumerate(self.types):
-                sizes = [p.machines[t].gpus_per_node for p in workload.profiles.values() if t in p.machines]
-                if sizes and cap[k] > 0:
-                    self.node_gpus[k] = min(int(max(sizes)), int(cap[k]))
         self.capacity = cluster.capacities(self.types).astype(np.int64)
-        self.models: list[ModelProfile] = [workload.profiles[name] for name in f["model"]]
-        self.names = f["name"].to_numpy(dtype=object)
-        self.submitted_replicas = f["num_replicas"].to_numpy(np.int64)
-        self.submitted_batch = f["batch_size"].to_numpy(np.int64)
-        self.completion = np.array([p.completion_progress for p in self.models], dtype=float)
-        self.restart_seconds = np.array([p.restart_seconds for p in self.models], dtype=float)
-        self.init_batch = np.array([p.init_batch_size for p in self.models], dtype=np.int64)
-        self.max_batch = np.array([p.max_batch_size for p in self.models], dtype=np.int64)
-        cap = cluster.capacities(self.types)
-        for j, prof in enumerate(self.models):
-            if not any(t in prof.machines and cap[k] > 0 for k, t in enumerate(self.types)):
-                raise ValidationError(f"job {self.names[j]!r} (model {prof.model!r}) has a profile on none of the "
+        if cluster.topology is None:   # no servers given: the profiled machine's node size
+            for k, t in enumerate(self.types):
+                sizes = [p.machines[t].gpus_per_node for p in profiles.values() if t in p.machines]
+                if sizes and self.capacity[k] > 0:
+                    self.node_gpus[k] = min(int(max(sizes)), int(self.capacity[k]))
+        self.models: list[ModelProfile] = []
+        self.names = np.zeros(0, dtype=object)
+        self.submitted_replicas = np.zeros(0, np.int64)
+        self.submitted_batch = np.zeros(0, np.int64)
+        self.completion = np.zeros(0)
+        self.restart_seconds = np.zeros(0)
+        self.init_batch = np.zeros(0, np.int64)
+        self.max_batch = np.zeros(0, np.int64)
+
+    def _set_jobs(self, names: list[Any], models: list[ModelProfile], replicas: np.ndarray, batch: np.ndarray) -> None:
+        """The per-job columns of ``models`` (job number = position)."""
+        for j, prof in enumerate(models):
+            if not any(t in prof.machines and self.capacity[k] > 0 for k, t in enumerate(self.types)):
+                raise ValidationError(f"job {names[j]!r} (model {prof.model!r}) has a profile on none of the "
                                       f"cluster's GPU types {list(self.types)}; profiled: {sorted(prof.machines)}.")
+        self.models = list(models)
+        self.names = np.empty(len(names), dtype=object)
+        self.names[:] = list(names)
+        self.submitted_replicas = np.asarray(replicas, dtype=np.int64)
+        self.submitted_batch = np.asarray(batch, dtype=np.int64)
+        self.completion = np.array([p.completion_progress for p in models], dtype=float)
+        self.restart_seconds = np.array([p.restart_seconds for p in models], dtype=float)
+        self.init_batch = np.array([p.init_batch_size for p in models], dtype=np.int64)
+        self.max_batch = np.array([p.max_batch_size for p in models], dtype=np.int64)
 
     # ------------------------------------------------------------------ configurations
     def has_type(self, job: int, k: int) -> bool:
@@ -212,14 +237,7 @@ class AdaptiveProgress:
         placement: the per-GPU batch ``ceil(batch / replicas)`` split into the fewest
         accumulation steps that fit the profiled per-GPU maximum, kept within the profiled
         per-GPU range and the model's maximum batch (as Sia's simulator does)."""
-        prof = self.models[job]
-        mach = prof.machines[self.types[k]]
-        max_atomic = int(mach.max_atomic_bsz(nodes, replicas))
-        local = math.ceil(batch / replicas - 1e-8)
-        accum = max(math.ceil(local / max(max_atomic, 1) - 1e-8) - 1, 0)
-        atomic = math.ceil(local / (accum + 1) - 1e-8)
-        atomic = min(atomic, int(prof.max_batch_size // (replicas * (accum + 1))) or 1, max_atomic)
-        return max(atomic, int(mach.min_local_bsz)), accum
+        return split_batch(self.models[job], self.types[k], nodes, replicas, batch)
 
     def batch_of(self, job: int, batch: int) -> int:
         """A row's batch size: ``batch``, or the job's submitted one when 0."""
@@ -228,13 +246,18 @@ class AdaptiveProgress:
     def rate(self, job: int, k: int, nodes: int, replicas: int, batch: int, epoch: int) -> float:
         """Progress per second of ``job`` on the placement at total batch ``batch`` during
         ``epoch`` (0 where the model has no profile on the type)."""
-        if not self.has_type(job, k):
+        return self.rate_of(self.models[job], self.names[job], k, nodes, replicas, batch, epoch)
+
+    def rate_of(self, prof: ModelProfile, name: Any, k: int, nodes: int, replicas: int, batch: int,
+                epoch: int) -> float:
+        """:meth:`rate` of a job of model ``prof`` (named ``name`` in the log)."""
+        if self.types[k] not in prof.machines:
             return 0.0
         try:
-            atomic, accum = self.split_batch(job, k, nodes, replicas, batch)
-            return float(self.models[job].progress_rate(self.types[k], nodes, replicas, atomic, accum, epoch))
+            atomic, accum = split_batch(prof, self.types[k], nodes, replicas, batch)
+            return float(prof.progress_rate(self.types[k], nodes, replicas, atomic, accum, epoch))
         except ValidationError as exc:   # a placement or batch outside the profile: the job cannot run so
-            log.info("job %s cannot run on %d GPU(s) of %s over %d node(s) at batch %d: %s", self.names[job],
+            log.info("job %s cannot run on %d GPU(s) of %s over %d node(s) at batch %d: %s", name,
                      replicas, self.types[k], nodes, batch, exc)
             return 0.0
 
@@ -251,6 +274,37 @@ class AdaptiveProgress:
             log.info("job %s cannot run on %d GPU(s) of %s at batch %d: %s", self.names[job], replicas,
                      self.types[k], batch, exc)
             return 0.0
+
+    # ------------------------------------------------------------------ what a scheduler learns from
+    def report(self, job: int, k: int, gpus: int, batch: int, progress: float, spread: bool = False
+               ) -> dict[str, Any] | None:
+        """What ``job`` measured in the round it just ran on ``gpus`` GPUs of type column
+        ``k`` at total batch ``batch`` from ``progress`` (see :data:`REPORT_KEYS`), or None
+        when it reported nothing."""
+        raise NotImplementedError
+
+    def observed_metrics(self, job: int, progress: float) -> tuple[np.ndarray, np.ndarray]:
+        """``(progress at the end of each epoch the job completed, its validation metric
+        there)`` as far as the job has observed them at ``progress``."""
+        raise NotImplementedError
+
+class AdaptiveProgress(AdaptiveJobs):
+    """The simulated truth for adaptive jobs on one cluster: how fast a job progresses on a
+    configuration (see the module docstring), and what a running job reports.
+
+    Parameters
+    ----------
+    workload : AdaptiveWorkload
+    cluster : Cluster
+        Its GPU types are the columns; a type without a profile of some model cannot run it.
+    """
+
+    def __init__(self, workload: AdaptiveWorkload, cluster: Cluster) -> None:
+        super().__init__(cluster, workload.profiles)
+        self.workload = workload
+        f = workload.table.frame
+        self._set_jobs(f["name"].tolist(), [workload.profiles[name] for name in f["model"]],
+                       f["num_replicas"].to_numpy(np.int64), f["batch_size"].to_numpy(np.int64))
 
     # ------------------------------------------------------------------ the truth, per round
     def advance(self, job: int, k: int, nodes: int, replicas: int, batch: int, progress: float,
@@ -319,6 +373,45 @@ class AdaptiveProgress:
                 "accum_steps": accum, "step_time": float(np.asarray(step).reshape(-1)[0]),
                 "sync_time": float(np.asarray(sync).reshape(-1)[0]), "grad_sqr": float(np.asarray(sqr).reshape(-1)[0]),
                 "grad_var": float(np.asarray(var).reshape(-1)[0]), "epoch": epoch}
+
+    def observed_metrics(self, job: int, progress: float) -> tuple[np.ndarray, np.ndarray]:
+        """What job ``job`` has observed at ``progress`` at its submitted batch
+        (:func:`observed_metrics`)."""
+        return observed_metrics(self.models[job], int(self.submitted_batch[job]), progress)
+
+
+def split_batch(prof: ModelProfile, gpu_type: str, nodes: int, replicas: int, batch: int) -> tuple[int, int]:
+    """:meth:`AdaptiveJobs.split_batch` for model ``prof`` on ``gpu_type``."""
+    mach = prof.machines[gpu_type]
+    max_atomic = int(mach.max_atomic_bsz(nodes, replicas))
+    local = math.ceil(batch / replicas - 1e-8)
+    accum = max(math.ceil(local / max(max_atomic, 1) - 1e-8) - 1, 0)
+    atomic = math.ceil(local / (accum + 1) - 1e-8)
+    atomic = min(atomic, int(prof.max_batch_size // (replicas * (accum + 1))) or 1, max_atomic)
+    return max(atomic, int(mach.min_local_bsz)), accum
+
+
+def observed_metrics(profile: ModelProfile, batch: int, progress: float) -> tuple[np.ndarray, np.ndarray]:
+    """What a job at ``batch`` has observed at ``progress``: the progress at the end of each
+    epoch it has completed and the metric of the profile's validation run nearest (in ratio)
+    to ``batch`` at those epochs (nothing of a later epoch).
+
+    Parameters
+    ----------
+    profile : ModelProfile
+    batch : int
+        The job's total batch size.
+    progress : float
+        Its progress so far.
+    """
+    done = int(profile.epoch_of(float(progress)))
+    runs = sorted(int(b) for b in profile.validation)
+    near = min(runs, key=lambda b: (abs(math.log(b / max(int(batch), 1))), b))
+    if done <= 0:
+        return np.zeros(0), np.zeros(0)
+    x = np.asarray(profile.epoch_progress(np.arange(1, done + 1)), dtype=float)
+    y = profile.validation[near]["metric"].to_numpy(dtype=float)[:done]
+    return x, y
 
 
 def sia_workload(kind: str, number: int, *, path: str | Path | None = None,

@@ -4,7 +4,7 @@
 last placement, per-job arrays) into a JSON *tree* and a dict of numpy arrays keyed by
 their path in the tree; :func:`decode` rebuilds it. Only these values are accepted:
 ``None``, bool, int, float, str, numpy scalars and arrays (numbers, booleans, strings;
-object arrays of str or int), lists, tuples, dicts, pandas DataFrames of such columns, and
+object arrays of str or int), lists, tuples, sets, dicts, pandas DataFrames of such columns, and
 dataclasses registered with :func:`register_state_type` (hetsched's own scheduler states,
 share histories, round plans and rows are). Decoding reads JSON and raw array bytes (``numpy.frombuffer``)
 and calls only the constructors of registered dataclasses, so
@@ -14,7 +14,8 @@ Fields that are caches are not stored and come back at their defaults: fields wh
 starts with ``_`` (a :class:`~hetsched.mechanism.RoundPlan`'s aligned history), a
 :class:`~hetsched.mechanism.ShareHistory`'s ``version`` and a
 :class:`~hetsched.sim.PolicyState`'s ``policy`` (re-bound from the job table at the next
-plan).
+plan), an adaptive scheduler's configuration sets (rebuilt from the cluster) and its
+beliefs' ``progress`` (re-linked to the online jobs when the store is opened).
 
 Arrays are stored compactly and incrementally (:func:`pack_full`, :func:`pack_delta`):
 
@@ -86,15 +87,25 @@ def _builtins() -> None:
     global _BUILTINS_DONE
     if _BUILTINS_DONE:
         return
+    from ..adaptive.goodput import GradParams, PerfParams
     from ..mechanism.history import ShareHistory
     from ..mechanism.plan import RoundPlan
     from ..rounds.policy_scheduler import PolicyState
     from ..rounds.protocol import RoundRows
+    from ..schedulers.adaptive_base import AdaptiveState
+    from ..schedulers.convergence import ConvergenceFit
+    from ..schedulers.goodput_beliefs import GoodputBeliefs
+    from ..schedulers.optimus import OptimusState
     from ..schedulers.tiresias import TiresiasPlan, TiresiasState
 
     register_state_type(ShareHistory, skip=("version",))
     register_state_type(PolicyState, skip=("policy",))
-    for cls in (RoundPlan, TiresiasPlan, TiresiasState, RoundRows):
+    # the adaptive states' configuration sets are rebuilt from the cluster; their beliefs'
+    # link to the jobs is re-made by the online step (hetsched.schedulers.adaptive_base.relink)
+    register_state_type(AdaptiveState, skip=("configs",))
+    register_state_type(OptimusState, skip=("configs", "configs_of"))
+    register_state_type(GoodputBeliefs, skip=("progress",))
+    for cls in (RoundPlan, TiresiasPlan, TiresiasState, RoundRows, GradParams, PerfParams, ConvergenceFit):
         register_state_type(cls)
     _BUILTINS_DONE = True
 
@@ -128,6 +139,12 @@ def _enc(obj: Any, path: str, arrays: dict[str, np.ndarray]) -> Any:
         return [_enc(v, f"{path}.{i}", arrays) for i, v in enumerate(obj)]
     if isinstance(obj, tuple):
         return {"$t": [_enc(v, f"{path}.{i}", arrays) for i, v in enumerate(obj)]}
+    if isinstance(obj, (set, frozenset)):
+        try:
+            items = sorted(obj)
+        except TypeError:
+            items = list(obj)
+        return {"$set": [_enc(v, f"{path}.{i}", arrays) for i, v in enumerate(items)]}
     if isinstance(obj, dict):
         if all(isinstance(k, str) for k in obj):
             return {"$d": {k: _enc(v, f"{path}.{k}", arrays) for k, v in obj.items()}}
@@ -196,6 +213,8 @@ def _dec(node: Any, arrays: dict[str, np.ndarray]) -> Any:
         return dtype.type(v)
     if "$t" in node:
         return tuple(_dec(v, arrays) for v in node["$t"])
+    if "$set" in node:
+        return {_dec(v, arrays) for v in node["$set"]}
     if "$d" in node:
         return {k: _dec(v, arrays) for k, v in node["$d"].items()}
     if "$m" in node:

@@ -23,6 +23,7 @@ from ..validation import (
     check_positive,
     check_real,
 )
+from .adaptive_jobs import OnlineAdaptiveJobs
 from .estimates import Estimates
 from .estimator import ThroughputEstimator
 from .sides import SPREAD, SideRates
@@ -50,10 +51,13 @@ class Intake:
         Job fields the policy cannot run without (``steps_remaining``, ``entities``).
     policy_name : str or None
         Named in the message when a required field is missing.
+    adaptive : OnlineAdaptiveJobs or None
+        The adaptive jobs, when the scheduler adapts them (every job is one then).
     """
 
     def __init__(self, step: RoundStep, store: Store, estimator: ThroughputEstimator, *, learn: bool,
-                 requires: tuple[str, ...], policy_name: str | None) -> None:
+                 requires: tuple[str, ...], policy_name: str | None,
+                 adaptive: OnlineAdaptiveJobs | None = None) -> None:
         self.step = step
         self.store = store
         self.estimator = estimator
@@ -65,11 +69,25 @@ class Intake:
         self.learn = learn
         self.requires = frozenset(requires)
         self.policy_name = policy_name
+        self.adaptive = adaptive
 
     def restore(self) -> None:
         """Read the jobs, their measurements and side rates back from the store."""
         J = self.jobs
         J.load(self.store.load_jobs(), self.gpu_types)
+        A = self.adaptive
+        rows = self.store.load_adaptive_jobs()
+        if A is None and rows:
+            raise ValidationError(f"store {self.store.where!r} holds {len(rows)} adaptive job(s); open it with the "
+                                  "adaptive scheduler (and profiles) that wrote it.")
+        if A is not None:
+            if len(rows) != J.n:
+                raise ValueError(f"{J.n} jobs but {len(rows)} adaptive job rows")
+            for num, model, replicas, batch in rows:
+                if model not in A.profiles:
+                    raise ValidationError(f"job {J.ids[num]!r} of the store runs model {model!r}, which `profiles` "
+                                          f"lacks (has {sorted(A.profiles)}).")
+                A.add(J.ids[num], A.profiles[model], replicas, batch)
         for num, k, ema, n in self.store.load_measured():
             J.ema[num, k] = ema
             J.n_measured[num, k] = n
@@ -112,7 +130,7 @@ class Intake:
     # ------------------------------------------------------------------ submit
     def submit(self, job_id: Any, *, job_type: Any, scale_factor: Any, throughputs: Any, total_steps: Any,
                weight: Any, entity: Any, arrival: Any, deadline: Any, spread_throughputs: Any,
-               pair_throughputs: Any) -> None:
+               pair_throughputs: Any, model: Any = None, batch_size: Any = None) -> None:
         """:meth:`OnlineScheduler.submit <hetsched.online.OnlineScheduler.submit>`."""
         if isinstance(job_id, bool) or not isinstance(job_id, (str, int, np.integer)) or \
                 (isinstance(job_id, str) and not job_id):
@@ -121,9 +139,29 @@ class Intake:
             raise ValidationError(f"`job_id` {job_id!r} was already submitted (ids are unique per store).")
         check_nonempty_str(job_type, "job_type", allow_none=True)
         sf = check_int(scale_factor, "scale_factor", low=1)
-        if sf > int(self.capacities.max()):
-            raise ValidationError(f"`scale_factor` {sf} is larger than every GPU type of the cluster "
-                                  f"(largest: {int(self.capacities.max())} GPUs).")
+        adaptive = None
+        if self.adaptive is None:
+            if model is not None or batch_size is not None:
+                raise ValidationError(f"`model` and `batch_size` are for adaptive schedulers (Pollux, AdaptiveSia, "
+                                      f"Optimus); got model={model!r}, batch_size={batch_size!r}.")
+            if sf > int(self.capacities.max()):   # (an adaptive job's GPUs are the scheduler's choice)
+                raise ValidationError(f"`scale_factor` {sf} is larger than every GPU type of the cluster "
+                                      f"(largest: {int(self.capacities.max())} GPUs).")
+        else:
+            if model is None:
+                raise ValidationError(f"`model` is required: the scheduler adapts jobs, and job {job_id!r} needs "
+                                      f"its model's profile (one of {sorted(self.adaptive.profiles)}).")
+            if job_type is not None and job_type != model:
+                raise ValidationError(f"`job_type` {job_type!r} differs from `model` {model!r}; an adaptive job's "
+                                      "type is its model (leave job_type out).")
+            if spread_throughputs is not None or pair_throughputs is not None:
+                raise ValidationError("`spread_throughputs` and `pair_throughputs` are for fixed-throughput jobs; an "
+                                      "adaptive job's speed on any placement comes from its goodput model.")
+            prof, batch = self.adaptive.check_job(job_id, model, sf, batch_size)
+            adaptive = (prof, batch)
+            job_type = model
+            if total_steps is None:
+                total_steps = float(prof.completion_progress)
         w = check_real(weight, "weight", low=WEIGHT_RANGE[0], high=WEIGHT_RANGE[1])
         total = check_real(total_steps, "total_steps", low=0.0, low_open=True, high=STEPS_MAX, allow_none=True)
         if total is None and "steps_remaining" in self.requires:
@@ -133,8 +171,10 @@ class Intake:
             raise ValidationError(f"`entity` is required: policy {self.policy_name!r} needs entities.")
         arr = (self.step.last_now or 0.0) if arrival is None else check_real(arrival, "arrival")
         dl = check_real(deadline, "deadline", allow_none=True)
+        if adaptive is not None and throughputs is None:
+            throughputs = self.adaptive.first_rates_of(adaptive[0], sf, adaptive[1])
         profile = self._profile(throughputs, job_type, sf)
-        if profile is not None and not (profile > 0).any() and not np.isnan(profile).any():
+        if adaptive is None and profile is not None and not (profile > 0).any() and not np.isnan(profile).any():
             raise ValidationError(f"`throughputs` of job {job_id!r} are 0 on every GPU type; it could never run.")
         prof_json = None if profile is None else json.dumps(
             {t: float(v) for t, v in zip(self.gpu_types, profile) if not math.isnan(v)})
@@ -150,10 +190,15 @@ class Intake:
         side_rows = [r for key in side.given for r in side.store_rows(*key)]
         self.jobs.add(job_id, job_type=job_type, sf=sf, weight=w, total=total, arrival=arr, deadline=dl,
                       entity=entity, profile=profile)
+        if adaptive is not None:
+            self.adaptive.add(job_id, adaptive[0], sf, adaptive[1])
         try:
-            self.store.save_job(self.jobs.job_row(j, prof_json), side_rows)
+            self.store.save_job(self.jobs.job_row(j, prof_json), side_rows,
+                                adaptive=None if adaptive is None else (adaptive[0].model, sf, adaptive[1]))
         except BaseException:
             self.jobs.pop_last()
+            if adaptive is not None:
+                self.adaptive.pop_last()
             raise
         for key, v in side.given.items():
             self.sides.give(*key, v)
@@ -225,7 +270,7 @@ class Intake:
 
     # ------------------------------------------------------------------ reports
     def report(self, job_id: Any, gpu_type: Any, steps: Any, seconds: Any, *, partner: Any, spread: Any,
-               gpus: Any) -> None:
+               gpus: Any, measured: Any = None) -> None:
         """:meth:`OnlineScheduler.report <hetsched.online.OnlineScheduler.report>`."""
         num = self.number(job_id)
         if not isinstance(gpu_type, str) or gpu_type not in self.gpu_types:
@@ -235,9 +280,21 @@ class Intake:
         st = check_nonneg(steps, "steps")
         sec = check_positive(seconds, "seconds")
         other = self.other(num, partner, check_bool(spread, "spread"))
-        factor = self._factor(num, k, gpus)
         J = self.jobs
-        learn = self.learn and (other is not None or factor is not None)
+        adaptive = None
+        if self.adaptive is None:
+            if measured is not None:
+                raise ValidationError("`measured` is for adaptive jobs (Pollux, AdaptiveSia, Optimus); this "
+                                      "scheduler learns throughputs from steps and seconds.")
+            factor = self._factor(num, k, gpus)
+            learn = self.learn and (other is not None or factor is not None)
+        else:
+            if partner is not None:
+                raise ValidationError("`partner`: adaptive jobs do not share GPUs.")
+            check_int(gpus, "gpus", low=1, allow_none=True)
+            if measured is not None:
+                adaptive = self.adaptive.check_measured(num, gpu_type, measured)
+            factor, learn = None, False     # the scheduler learns from `measured`, not from throughputs
         if other is None:
             old, n_old = float(J.ema[num, k]), int(J.n_measured[num, k])
             obs = st / sec / (factor if factor is not None else 1.0)
@@ -249,14 +306,18 @@ class Intake:
         rate = float(J.iso_rate[num])
         iso = float(J.iso_time[num]) + (st / rate if st > 0 and math.isfinite(rate) and rate > 0 else 0.0)
         done = float(J.done[num]) + st
-        measured = side = None
+        own = side = None
         if learn and other is None:
-            measured = (ema, n_meas)
+            own = (ema, n_meas)
         elif learn:
             g = self.sides.given.get((num, other))
             side = (other, None if g is None or math.isnan(g[k]) else float(g[k]), ema, n_meas)
         self.store.append_report(self.step.round_index, num, k, st, sec, steps_done=done, iso_time=iso,
-                                 measured=measured, side=side)
+                                 measured=own, side=side,
+                                 adaptive=None if adaptive is None else json.dumps(
+                                     {"report": adaptive[0], "metrics": adaptive[1]}))
+        if adaptive is not None:
+            self.adaptive.measured(num, *adaptive)
         J.done[num] = done
         J.iso_time[num] = iso
         J.pending_s[num] += sec

@@ -47,12 +47,14 @@ import pandas as pd
 
 from ..errors import ValidationError
 from ..inputs.cluster import Cluster
+from ..inputs.profiles import ModelProfile
 from ..inputs.throughputs import ThroughputCatalogue
 from ..rounds.loop import as_scheduler, scheduler_label
 from ..rounds.options import MechanismOptions
 from ..rounds.policy_scheduler import PolicyScheduler
 from ..rounds.protocol import RoundRows
 from ..validation import check_bool, check_positive, check_real
+from .adaptive_jobs import OnlineAdaptiveJobs
 from .estimates import Estimates
 from .estimator import ThroughputEstimator
 from .intake import Intake
@@ -103,6 +105,12 @@ class OnlineScheduler:
         must be "rounds".
     synchronous : {"FULL", "NORMAL", "OFF", "EXTRA"}, default "FULL"
         SQLite durability (see :class:`~hetsched.online.store.Store`).
+    profiles : Mapping[str, ModelProfile], optional
+        Required by (and only for) the adaptive schedulers (Pollux, AdaptiveSia, Optimus of
+        :mod:`hetsched.schedulers`): the models jobs are submitted with
+        (``submit(..., model=)``), e.g. :func:`hetsched.inputs.profiles.load_sia_profiles`.
+        Their workers report what they measured (``report(..., measured=)``) and the
+        scheduler fits its goodput models to it (:mod:`hetsched.online.adaptive_jobs`).
 
     Raises
     ------
@@ -128,7 +136,7 @@ class OnlineScheduler:
     def __init__(self, scheduler: Any, cluster: Cluster, *, store: Any = None, round_seconds: float = 360.0,
                  reference: ThroughputCatalogue | None = None, ema_alpha: float = 0.25, completion: str = "nearest",
                  learn: bool = True, solve_time_limit: float | None = None, options: MechanismOptions | None = None,
-                 synchronous: str = "FULL") -> None:
+                 synchronous: str = "FULL", profiles: Mapping[str, ModelProfile] | None = None) -> None:
         if not isinstance(cluster, Cluster):
             raise ValidationError(f"`cluster` must be a hetsched.Cluster; got {type(cluster).__name__}.")
         check_bool(learn, "learn")
@@ -146,6 +154,16 @@ class OnlineScheduler:
         self.cluster = cluster
         self.gpu_types = tuple(cluster.gpu_types)
         self.scheduler = as_scheduler(scheduler, opts)
+        adaptive = getattr(self.scheduler, "adaptive", False) is True
+        if adaptive and profiles is None:
+            raise ValidationError(f"`profiles` is required: {scheduler_label(self.scheduler)!r} plans adaptive jobs, "
+                                  "each submitted with the name of its model's profile (e.g. "
+                                  "profiles=hetsched.inputs.profiles.load_sia_profiles()).")
+        if not adaptive and profiles is not None:
+            raise ValidationError(f"`profiles` is for adaptive schedulers (Pollux, AdaptiveSia, Optimus); "
+                                  f"{scheduler_label(self.scheduler)!r} plans jobs with fixed throughputs.")
+        #: the adaptive jobs and their workers' measurements (None for other schedulers)
+        self.adaptive_jobs = OnlineAdaptiveJobs(cluster, profiles) if adaptive else None
         self.learn = bool(learn)
         self.estimator = ThroughputEstimator(self.gpu_types, reference, ema_alpha=ema_alpha, completion=completion)
         self.reference = reference
@@ -160,11 +178,12 @@ class OnlineScheduler:
             self._step = RoundStep(self.scheduler, cluster, self.round_seconds, jobs=self.jobs, sides=self.sides,
                                    estimates=Estimates(self.jobs, self.estimator), tables=tables,
                                    reference=reference, store=self._store,
-                                   elastic=policy is not None and policy.emits_configurations)
+                                   elastic=policy is not None and policy.emits_configurations,
+                                   adaptive=self.adaptive_jobs)
             self.capacities = self._step.capacities
             self._intake = Intake(self._step, self._store, self.estimator, learn=self.learn,
                                   requires=() if policy is None else tuple(policy.requires),
-                                  policy_name=None if policy is None else policy.name)
+                                  policy_name=None if policy is None else policy.name, adaptive=self.adaptive_jobs)
             self._open()
         except BaseException:
             self._store.close()
@@ -226,7 +245,8 @@ class OnlineScheduler:
                throughputs: Mapping[str, float] | None = None, total_steps: float | None = None,
                weight: float = 1.0, entity: str | None = None, arrival: float | None = None,
                deadline: float | None = None, spread_throughputs: Mapping[str, float] | None = None,
-               pair_throughputs: Mapping[Any, Mapping[str, Any]] | None = None) -> None:
+               pair_throughputs: Mapping[Any, Mapping[str, Any]] | None = None, model: str | None = None,
+               batch_size: int | None = None) -> None:
         """Add a job (active from the next plan on).
 
         Parameters
@@ -261,20 +281,31 @@ class OnlineScheduler:
             (``(0, 0)``: they cannot share there). Used by packed policies
             (``packing="workload"``) before reports with ``partner=`` refine them; pairs given
             for neither job come from the reference's pair table for their ``job_type``.
+        model : str, optional
+            Adaptive schedulers only, and required there: the job's model, a key of the
+            scheduler's ``profiles``. ``scale_factor`` is then the GPUs it was submitted with,
+            ``total_steps`` its target progress (default the model's completion progress:
+            Pollux's statistical-efficiency-weighted iterations at its initial batch), and
+            ``throughputs`` default to its first-epoch progress rate per type at its submitted
+            GPUs and batch. ``job_type`` must be None or the model.
+        batch_size : int, optional
+            Adaptive jobs: the total batch it was submitted with (default the model's initial
+            batch; Optimus runs every job at it).
 
         Raises
         ------
         ValidationError
             Duplicate id; a gang larger than every type; unknown GPU types; a value out of range;
             a field the policy requires missing; a pair partner not submitted, the job itself or
-            of another gang size. Nothing is stored then.
+            of another gang size; ``model`` missing, unknown or given to a scheduler that does
+            not adapt jobs. Nothing is stored then.
         """
         with self._lock:
             self._usable()
             self._intake.submit(job_id, job_type=job_type, scale_factor=scale_factor, throughputs=throughputs,
                                 total_steps=total_steps, weight=weight, entity=entity, arrival=arrival,
                                 deadline=deadline, spread_throughputs=spread_throughputs,
-                                pair_throughputs=pair_throughputs)
+                                pair_throughputs=pair_throughputs, model=model, batch_size=batch_size)
 
     def _finish(self, job_id: Any, now: float | None, status: int) -> None:
         with self._lock:
@@ -296,7 +327,7 @@ class OnlineScheduler:
         self._finish(job_id, now, CANCELLED)
 
     def report(self, job_id: str | int, gpu_type: str, steps: float, seconds: float, *, partner: str | int | None = None,
-               spread: bool = False, gpus: int | None = None) -> None:
+               spread: bool = False, gpus: int | None = None, measured: Mapping[str, Any] | None = None) -> None:
         """What a worker measured: ``steps`` done in ``seconds`` on ``gpu_type``.
 
         Updates the job's steps done and (with ``learn=True``) a moving average
@@ -314,17 +345,30 @@ class OnlineScheduler:
 
         The seconds also tell the next :meth:`next_round` how long the job's row ran.
 
+        An adaptive job (an adaptive scheduler) reports its progress as ``steps`` (Pollux's
+        statistical-efficiency-weighted iterations) and, in ``measured``, what its agent
+        measured over the round (:data:`hetsched.inputs.adaptive.REPORT_KEYS`: ``gpu_type``,
+        ``nodes``, ``replicas``, ``atomic_bsz``, ``accum_steps``, ``step_time``,
+        ``sync_time``, ``grad_sqr``, ``grad_var``; optionally ``epoch`` and ``metrics``, the
+        pairs (progress at the end of an epoch, validation metric) completed since its last
+        report, which Optimus fits its convergence curve to). The next plan fits the job's
+        goodput model to it; the last measurement before a plan counts. Its throughput
+        estimates are not learned (the scheduler does not read them).
+
         Raises
         ------
         ValidationError
             Unknown or inactive job; a GPU type the cluster lacks; negative or non-finite
             steps; seconds not positive; a partner that is unknown, the job itself or of
             another gang size; ``partner`` with ``spread``; ``gpus`` other than the job's gang
-            that no plan gave it (nothing to scale by). Nothing is stored then.
+            that no plan gave it (nothing to scale by); ``measured`` missing a key, out of
+            range, for another GPU type, or sent to a scheduler that does not adapt jobs.
+            Nothing is stored then.
         """
         with self._lock:
             self._usable()
-            self._intake.report(job_id, gpu_type, steps, seconds, partner=partner, spread=spread, gpus=gpus)
+            self._intake.report(job_id, gpu_type, steps, seconds, partner=partner, spread=spread, gpus=gpus,
+                                measured=measured)
 
     # ------------------------------------------------------------------ reading
     def estimates(self, *, all_jobs: bool = False) -> pd.DataFrame:

@@ -6,6 +6,8 @@ returns an :class:`OnlinePlan`."""
 from __future__ import annotations
 
 import functools
+import json
+import logging
 import math
 import time
 from dataclasses import dataclass, field
@@ -14,12 +16,15 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from ..errors import ValidationError
 from ..formulations.common import isolated_allocation_arrays
 from ..inputs.cluster import Cluster
 from ..inputs.jobs import STEPS_MAX
 from ..inputs.throughputs import ThroughputCatalogue
 from ..rounds.placing import RoundPlacer
 from ..rounds.protocol import RoundRows, RoundScheduler, RoundView, check_rows
+from ..schedulers.adaptive_base import relink
+from .adaptive_jobs import OnlineAdaptiveJobs
 from .codec import StateEncodingError
 from .estimates import Estimates
 from .job_tables import JobTables
@@ -29,6 +34,8 @@ from .store import Store, StoreError
 from .table import JobTable
 
 __all__ = ["OnlinePlan", "RoundStep"]
+
+log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True, eq=False)
@@ -45,7 +52,9 @@ class OnlinePlan:
         One row per job that runs: ``job_id``, ``gpu_type``, ``gpus``, ``partner`` (the other
         job of a space-sharing pair, or None), ``throughput`` (the estimate the plan used,
         steps/s), and with a topology ``servers`` (names) and ``gpu_ids`` (global ids, see
-        :meth:`hetsched.Topology.gpu_label`).
+        :meth:`hetsched.Topology.gpu_label`); for adaptive jobs ``nodes`` (the servers it
+        spans, or without a topology the fewest of its type's node size), ``batch_size`` (the
+        total batch to run at), ``atomic_bsz`` and ``accum_steps`` (its split per GPU).
     rows : RoundRows
         The rows as the round loop sees them (job numbers), after placement.
     spread, migrated : ndarray of bool
@@ -109,11 +118,14 @@ class RoundStep:
     store : Store
     elastic : bool
         The scheduler chooses GPU counts (a row may differ from its job's gang).
+    adaptive : OnlineAdaptiveJobs or None
+        The adaptive jobs and their measurements (the view's ``context["adaptive"]``), when
+        the scheduler adapts jobs.
     """
 
     def __init__(self, scheduler: RoundScheduler, cluster: Cluster, round_seconds: float, *, jobs: JobTable,
                  sides: SideRates, estimates: Estimates, tables: JobTables, reference: ThroughputCatalogue | None,
-                 store: Store, elastic: bool) -> None:
+                 store: Store, elastic: bool, adaptive: OnlineAdaptiveJobs | None = None) -> None:
         self.scheduler = scheduler
         self.cluster = cluster
         self.gpu_types = tuple(cluster.gpu_types)
@@ -123,6 +135,7 @@ class RoundStep:
         self.reference = reference
         self.store = store
         self.elastic = elastic
+        self.adaptive = adaptive
         self.checked = getattr(scheduler, "rows_checked", False) is True   # the protocol's optional declaration
         self.placer = RoundPlacer(cluster, self.gpu_types) if cluster.topology is not None else None
         self.state: Any = None
@@ -159,6 +172,15 @@ class RoundStep:
             J.last_end[:n_old] = data["last_end"]
             for num, secs in self.store.reported_seconds(self.round_index):
                 J.pending_s[num] = secs
+        if self.adaptive is not None:
+            relink(self.state, self.adaptive)
+            for rnd, num, data in self.store.load_adaptive_reports():
+                d = json.loads(data)
+                points = [(float(x), float(y)) for x, y in d["metrics"]]
+                if rnd == self.round_index:
+                    self.adaptive.measured(num, d["report"], points)
+                elif points:
+                    self.adaptive.metrics.setdefault(num, []).extend(points)
         self.changed = self.store.changed
 
     def snapshot(self, rows: RoundRows | None) -> tuple[str | None, dict[str, np.ndarray]]:
@@ -198,6 +220,8 @@ class RoundStep:
             r, j = self.rows.members()
             J.last_end[j] = self.last_now + sec[r]
         J.pending_s[:J.n] = 0.0
+        if self.adaptive is not None:
+            self.adaptive.clear_pending()
         t1 = time.perf_counter()
         active = J.active()
         T = self.estimates.of(active)
@@ -272,7 +296,8 @@ class RoundStep:
             gpu_types=self.gpu_types, capacities=self.capacities, jobs=active, throughputs=T, unconsolidated=U,
             scale_factors=J.sf[active], weights=J.weight[active], remaining=remaining, arrival=J.arrival[active],
             isolated_time=J.iso_time[active], deadlines=dl if np.isfinite(dl).any() else None, entities=entities,
-            changed=self.changed, context={"ids": J.ids_array},
+            changed=self.changed,
+            context={"ids": J.ids_array} if self.adaptive is None else {"ids": J.ids_array, "adaptive": self.adaptive},
             waiting=now - np.maximum(J.arrival[active], J.last_end[active]))
 
     def _spread(self, active: np.ndarray, T: np.ndarray) -> np.ndarray | None:
@@ -315,11 +340,34 @@ class RoundStep:
                                      solve_status=str(info.get("solve_status", "")),
                                      solve_s=None if math.isnan(solve_s) else solve_s, plan_s=plan_s)
 
+    def _batches(self, rows: RoundRows, gpu_ids: list[list[int]] | None) -> dict[str, np.ndarray]:
+        """Adaptive rows: the nodes each job runs on (placement's servers, else the fewest of
+        its type's node size), the total batch it is to run at, and its split into the per-GPU
+        batch and accumulation steps there (0 where its profile cannot split it)."""
+        A = self.adaptive
+        assert A is not None
+        n = rows.n_rows
+        atomic, accum, n_nodes = np.zeros(n, np.int64), np.zeros(n, np.int64), np.zeros(n, np.int64)
+        topo = self.cluster.topology
+        for i in range(n):
+            j, k, g = int(rows.job[i]), int(rows.gpu_type[i]), int(rows.gpus[i])
+            nodes = (len({int(topo.gpu_server[x]) for x in gpu_ids[i]}) if gpu_ids is not None and gpu_ids[i]
+                     else A.nodes_for(k, g))
+            n_nodes[i] = nodes
+            try:
+                atomic[i], accum[i] = A.split_batch(j, k, nodes, g, A.batch_of(j, int(rows.batch_size[i])))
+            except ValidationError as exc:
+                log.warning("job %s: batch %d on %d GPU(s) of %s over %d node(s) cannot be split (%s)",
+                            A.names[j], int(rows.batch_size[i]), g, self.gpu_types[k], nodes, exc)
+        return {"nodes": n_nodes, "batch_size": rows.batch_size.copy(), "atomic_bsz": atomic, "accum_steps": accum}
+
     def _assignments(self, rows: RoundRows, gpu_ids: list[list[int]] | None) -> pd.DataFrame:
         ids = self.jobs.ids_array
         partner = [None if p < 0 else ids[p] for p in rows.partner.tolist()]
         data: dict[str, Any] = {"job_id": ids[rows.job], "gpu_type": np.asarray(self.gpu_types, dtype=object)[rows.gpu_type],
                                 "gpus": rows.gpus, "partner": partner, "throughput": rows.rate}
+        if self.adaptive is not None:
+            data.update(self._batches(rows, gpu_ids))
         if gpu_ids is not None:
             if self._server_of_gpu is None:
                 topo = self.cluster.topology

@@ -36,6 +36,13 @@ Tables (schema version :data:`SCHEMA_VERSION`):
     Rates of rows that are not one job alone on its gang (:mod:`hetsched.online.sides`):
     per (job, other, type), ``other`` the partner's number for a pair or -1 for the job
     spread over servers, the rate given at submit and the moving average of reports.
+``adaptive_jobs``
+    Adaptive jobs (Pollux, the adaptive Sia, Optimus): per job its model, the GPUs and the
+    batch size it was submitted with.
+``adaptive_reports``
+    What the workers of adaptive jobs measured (JSON: the keys of
+    :data:`hetsched.inputs.adaptive.REPORT_KEYS`, and validation points), per report, in
+    order, with the round it belongs to.
 ``arrays``, ``array_deltas``
     Each array of the tree by its path: a full compact copy, then the changes of
     each later round as deltas, in order (``seq``); an array is rewritten in full (and its
@@ -46,7 +53,8 @@ Schema version 1 (hetsched before the data-only snapshot) kept the snapshot as a
 such a store is refused with :class:`StoreVersionError` (it is not converted: converting
 it would mean unpickling it). Schema version 2 lacked ``side_rates`` (pair and spread
 rates); it is refused too, with a message that says so (its jobs can be finished with the
-hetsched version that wrote it).
+hetsched version that wrote it). Schema version 3 lacked the two adaptive tables; opening
+it adds them (empty) and marks it version 4, which changes nothing else.
 
 Opening a store takes an exclusive lock on ``<path>.lock`` (``fcntl.flock``), so a second
 opener (another process, or a second scheduler in the same process) gets
@@ -79,10 +87,17 @@ __all__ = ["MAX_DELTAS", "SCHEMA_VERSION", "ArrayTable", "Store", "StoreCorruptE
 log = logging.getLogger(__name__)
 
 #: Version of the tables below; a store with another one is refused.
-SCHEMA_VERSION = 3
+SCHEMA_VERSION = 4
 #: Deltas kept per array before it is rewritten in full (bounds the work of reopening).
 MAX_DELTAS = 64
 
+#: Tables added by schema version 4 (a version-3 store gains them when opened).
+_ADAPTIVE_SCHEMA = (
+    "CREATE TABLE adaptive_jobs (num INTEGER PRIMARY KEY, model TEXT NOT NULL, replicas INTEGER NOT NULL, "
+    "batch_size INTEGER NOT NULL)",
+    "CREATE TABLE adaptive_reports (seq INTEGER PRIMARY KEY, round INTEGER NOT NULL, num INTEGER NOT NULL, "
+    "data TEXT NOT NULL)",
+)
 _SCHEMA = """
 CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
 CREATE TABLE jobs (
@@ -106,9 +121,9 @@ CREATE TABLE array_deltas (seq INTEGER PRIMARY KEY, path TEXT NOT NULL, blob BLO
 CREATE INDEX array_deltas_path ON array_deltas (path);
 CREATE TABLE side_rates (num INTEGER NOT NULL, other INTEGER NOT NULL, type INTEGER NOT NULL, given REAL, ema REAL,
     n INTEGER NOT NULL, PRIMARY KEY (num, other, type)) WITHOUT ROWID;
-"""
+""" + "".join(f"{t};\n" for t in _ADAPTIVE_SCHEMA)
 _TABLES = {"meta", "jobs", "measured", "reports", "rounds", "leases", "snapshot", "arrays", "array_deltas",
-           "side_rates"}
+           "side_rates", "adaptive_jobs", "adaptive_reports"}
 _SYNC = ("OFF", "NORMAL", "FULL", "EXTRA")
 _MARK_CHANGED = "UPDATE meta SET value = '1' WHERE key = 'changed'"
 
@@ -282,6 +297,10 @@ class Store:
                 f"store {where!r} was written with schema version 2 (no pair or spread rates); this hetsched reads "
                 f"version {SCHEMA_VERSION} only. Finish its jobs with the hetsched version that wrote it, or start a "
                 "new store.")
+        if v == 3:
+            self._upgrade_from_3(tables)
+            v = SCHEMA_VERSION
+            tables = tables | {"adaptive_jobs", "adaptive_reports"}
         if v < SCHEMA_VERSION:
             raise StoreVersionError(
                 f"store {where!r} was written with schema version {v} (its round state is a pickle); this hetsched "
@@ -300,6 +319,17 @@ class Store:
             cur.execute("INSERT INTO meta VALUES ('schema_version', ?)", (str(SCHEMA_VERSION),))
             cur.execute("INSERT INTO meta VALUES ('changed', '0')")
             cur.execute("INSERT INTO meta VALUES ('created_by', ?)", (f"hetsched {_package_version()}",))
+
+    def _upgrade_from_3(self, tables: set[str]) -> None:
+        """Version 3 -> 4: add the (empty) adaptive tables; nothing else changes."""
+        with self.transaction() as cur:
+            for stmt in _ADAPTIVE_SCHEMA:
+                name = stmt.split()[2]
+                if name not in tables:
+                    cur.execute(stmt)
+            cur.execute("UPDATE meta SET value = ? WHERE key = 'schema_version'", (str(SCHEMA_VERSION),))
+        log.info("store %s: upgraded from schema version 3 to %d (adaptive tables added)", self.where,
+                 SCHEMA_VERSION)
 
     # ------------------------------------------------------------------ use
     @property
@@ -360,6 +390,14 @@ class Store:
         assert self.conn is not None
         return int(snap[0][0]), float(snap[0][1]), str(snap[0][2]), self.arrays.load(self.conn)
 
+    def load_adaptive_jobs(self) -> list[tuple[int, str, int, int]]:
+        """``(num, model, replicas, batch size)`` of every adaptive job, in submit order."""
+        return self._rows("SELECT num, model, replicas, batch_size FROM adaptive_jobs ORDER BY num")
+
+    def load_adaptive_reports(self) -> list[tuple[int, int, str]]:
+        """``(round, num, JSON)`` of every adaptive job's measurement, in report order."""
+        return self._rows("SELECT round, num, data FROM adaptive_reports ORDER BY seq")
+
     def reported_seconds(self, round_index: int) -> list[tuple[int, float]]:
         """``(num, seconds)``: per job, the seconds reported during round ``round_index``."""
         return self._rows("SELECT num, SUM(seconds) FROM reports WHERE round = ? GROUP BY num ORDER BY num",
@@ -381,12 +419,15 @@ class Store:
         with self.transaction() as cur:
             cur.execute("INSERT INTO meta VALUES ('config', ?)", (json.dumps(config, sort_keys=True),))
 
-    def save_job(self, row: Sequence[Any], side_rows: Sequence[tuple]) -> None:
-        """A submitted job: its ``jobs`` row, the ``side_rates`` rows it gave, and the mark
-        that the active set changed."""
+    def save_job(self, row: Sequence[Any], side_rows: Sequence[tuple],
+                 adaptive: tuple[str, int, int] | None = None) -> None:
+        """A submitted job: its ``jobs`` row, the ``side_rates`` rows it gave, for an adaptive
+        job ``(model, replicas, batch size)``, and the mark that the active set changed."""
         with self.transaction() as cur:
             cur.execute("INSERT INTO jobs VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)", tuple(row))
             cur.executemany("INSERT INTO side_rates VALUES (?,?,?,?,?,?)", side_rows)
+            if adaptive is not None:
+                cur.execute("INSERT INTO adaptive_jobs VALUES (?,?,?,?)", (row[0], *adaptive))
             cur.execute(_MARK_CHANGED)
 
     def finish_job(self, num: int, status: int, finish: float | None) -> None:
@@ -397,14 +438,18 @@ class Store:
 
     def append_report(self, round_index: int, num: int, gpu_type: int, steps: float, seconds: float, *,
                       steps_done: float, iso_time: float, measured: tuple[float, int] | None = None,
-                      side: tuple[int, float | None, float, int] | None = None) -> None:
+                      side: tuple[int, float | None, float, int] | None = None,
+                      adaptive: str | None = None) -> None:
         """A report of job ``num`` on type number ``gpu_type`` during round ``round_index``,
         the job's new ``steps_done`` and ``iso_time``, and what it taught: ``measured``
         ``(ema, n)`` of the job's own rate on that type, or ``side`` ``(other, given, ema,
-        n)`` of a pair or spread rate."""
+        n)`` of a pair or spread rate; ``adaptive``: an adaptive job's measurement (JSON)."""
         with self.transaction() as cur:
             cur.execute("INSERT INTO reports (round, num, type, steps, seconds) VALUES (?,?,?,?,?)",
                         (round_index, num, gpu_type, steps, seconds))
+            if adaptive is not None:
+                cur.execute("INSERT INTO adaptive_reports (round, num, data) VALUES (?,?,?)",
+                            (round_index, num, adaptive))
             if measured is not None:
                 cur.execute("INSERT OR REPLACE INTO measured VALUES (?,?,?,?)", (num, gpu_type, *measured))
             if side is not None:

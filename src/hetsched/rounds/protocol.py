@@ -287,6 +287,11 @@ class RoundScheduler(Protocol):
     never over-uses a type or runs a job twice) may declare ``rows_checked = True``; the
     driver then skips :func:`check_rows` for it. Any other scheduler's rows are checked
     every round.
+
+    A scheduler of adaptive jobs (Pollux, the adaptive Sia, Optimus) declares
+    ``adaptive = True``: it reads the jobs' :class:`~hetsched.inputs.adaptive.AdaptiveJobs`
+    from ``view.context["adaptive"]`` and chooses each row's GPUs and batch size; the online
+    scheduler then takes the models' profiles and measurements in reports.
     """
 
     def initial_state(self, start_time: float = 0.0) -> Any:

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, ClassVar
 
 import numpy as np
 
@@ -22,7 +22,7 @@ from ..rounds.protocol import RoundRows, RoundView
 from .goodput_beliefs import GoodputBeliefs
 
 __all__ = ["AdaptiveRounds", "AdaptiveState", "adaptive_progress", "fair_replicas", "held_configs", "prepare_state",
-           "record", "restart_factor", "rows_for_choice"]
+           "record", "relink", "restart_factor", "rows_for_choice"]
 
 
 @dataclass
@@ -56,7 +56,13 @@ class AdaptiveState:
 
 class AdaptiveRounds:
     """What the adaptive schedulers' round interface shares: a fresh :class:`AdaptiveState`,
-    and learning from what ran (:func:`record`)."""
+    and learning from what ran (:func:`record`).
+
+    ``adaptive = True`` tells the round loops that the scheduler plans adaptive jobs (it
+    reads their :class:`~hetsched.inputs.adaptive.AdaptiveJobs` from the view's context):
+    the online scheduler then needs the models' profiles."""
+
+    adaptive: ClassVar[bool] = True
 
     def initial_state(self, start_time: float = 0.0) -> AdaptiveState:
         """Nothing learned yet."""
@@ -68,7 +74,8 @@ class AdaptiveRounds:
 
 
 def adaptive_progress(view: RoundView, who: str) -> Any:
-    """The workload's :class:`~hetsched.inputs.adaptive.AdaptiveProgress`, or a clear error."""
+    """The adaptive jobs of the round (:class:`~hetsched.inputs.adaptive.AdaptiveJobs`: the
+    simulated truth, or an online scheduler's jobs), or a clear error."""
     prog = view.context.get("adaptive")
     if prog is None:
         raise ValidationError(f"{who} schedules adaptive jobs: pass a hetsched.inputs.adaptive.AdaptiveWorkload "
@@ -82,12 +89,22 @@ def prepare_state(state: AdaptiveState, view: RoundView, *, per_type: bool, seed
     prog = view.context["adaptive"]
     if state.beliefs is None:
         state.beliefs = GoodputBeliefs(prog, per_type=per_type, seed_single_gpu=seed_single_gpu)
+    relink(state, prog)
     if state.configs is None:
         state.configs = configuration_set(view.cluster, view.gpu_types, max_gpus=max_gpus)
     for j, done in zip(view.jobs.tolist(), (prog.completion[view.jobs] - view.remaining).tolist()):
         state.beliefs.see(j)
         state.progress[j] = done
     return prog
+
+
+def relink(state: Any, jobs: Any) -> None:
+    """Link a state's beliefs to ``jobs`` (an :class:`~hetsched.inputs.adaptive.AdaptiveJobs`):
+    a stored state comes back without that link (:mod:`hetsched.online.codec`), and its
+    next :meth:`~AdaptiveRounds.record_round` reads the reports through it."""
+    beliefs = getattr(state, "beliefs", None)
+    if beliefs is not None:
+        beliefs.progress = jobs
 
 
 def held_configs(view: RoundView, state: AdaptiveState) -> np.ndarray:
@@ -125,15 +142,16 @@ def rows_for_choice(view: RoundView, state: AdaptiveState, choice: np.ndarray, b
 
 
 def record(state: AdaptiveState, ran: RoundRows, seconds: np.ndarray) -> AdaptiveState:
-    """After a round: every row that computed reports, and configurations and restarts are
-    updated."""
+    """After a round: every row that computed reports (what it measured is learned; a job that
+    reported nothing, online, teaches nothing), and configurations and restarts are updated."""
     prog = state.beliefs.progress
     for i in range(ran.n_rows):
         j, k, g = int(ran.job[i]), int(ran.gpu_type[i]), int(ran.gpus[i])
         if seconds[i] <= 0:
             continue
         rep = prog.report(j, k, g, int(ran.batch_size[i]), state.progress.get(j, 0.0))
-        state.beliefs.observe(j, rep)
+        if rep is not None:
+            state.beliefs.observe(j, rep)
         prev = state.current.get(j)
         if prev is not None and prev != (k, g):
             state.restarts[j] = state.restarts.get(j, 0) + 1

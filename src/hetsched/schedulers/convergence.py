@@ -14,6 +14,7 @@ from typing import Any
 import numpy as np
 
 from ..errors import ValidationError
+from ..inputs.adaptive import observed_metrics
 
 __all__ = ["ConvergenceFit", "fit_convergence", "observed_metrics", "remaining_from_fit"]
 
@@ -206,26 +207,3 @@ def remaining_from_fit(fit: ConvergenceFit, progress: float, delta: float, floor
     docstring; ``floor`` is the least remaining work, e.g. the rest of the current epoch)."""
     total = min(fit.converged_at(delta), fit.last_progress / delta)
     return max(total - float(progress), float(floor), _TINY)
-
-
-def observed_metrics(profile: Any, batch: int, progress: float) -> tuple[np.ndarray, np.ndarray]:
-    """What a job at ``batch`` has observed at ``progress``: the progress at the end of each
-    epoch it has completed and the metric of the profile's validation run nearest (in ratio)
-    to ``batch`` at those epochs (nothing of a later epoch).
-
-    Parameters
-    ----------
-    profile : ModelProfile
-    batch : int
-        The job's total batch size.
-    progress : float
-        Its progress so far.
-    """
-    done = int(profile.epoch_of(float(progress)))
-    runs = sorted(int(b) for b in profile.validation)
-    near = min(runs, key=lambda b: (abs(math.log(b / max(int(batch), 1))), b))
-    if done <= 0:
-        return np.zeros(0), np.zeros(0)
-    x = np.asarray(profile.epoch_progress(np.arange(1, done + 1)), dtype=float)
-    y = profile.validation[near]["metric"].to_numpy(dtype=float)[:done]
-    return x, y

@@ -3,7 +3,8 @@ reports (Pollux, OSDI'21, §4.1; Sia, SOSP'23, §3.2).
 
 A running job reports, after each round, its placement (nodes, replicas), its per-GPU batch
 and accumulation steps, the measured step and sync times, and its gradient statistics
-(:meth:`hetsched.inputs.adaptive.AdaptiveProgress.report`). :class:`GoodputBeliefs` keeps
+(:meth:`hetsched.inputs.adaptive.AdaptiveJobs.report`: simulated, or sent to an online
+scheduler). :class:`GoodputBeliefs` keeps
 these measurements per job -- pooled over GPU types (Pollux, which does not know types) or
 per type (Sia) -- fits Pollux's throughput model to them
 (:func:`hetsched.adaptive.goodput.fit_perf_params`) and evaluates goodput, with the batch
@@ -25,6 +26,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Mapping
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -45,33 +47,53 @@ log = logging.getLogger(__name__)
 _POOLED = "*"
 
 
+@dataclass(eq=False)
 class GoodputBeliefs:
     """Measurements and fitted goodput models of adaptive jobs.
 
     Parameters
     ----------
-    progress : AdaptiveProgress
-        The workload's jobs (their models' profiles give batch-size limits and, with
-        ``seed_single_gpu``, the one-GPU profiling run; reports come from it).
+    progress : AdaptiveJobs
+        The jobs (:class:`~hetsched.inputs.adaptive.AdaptiveJobs`: their models' profiles give
+        batch-size limits and, with ``seed_single_gpu``, the one-GPU profiling run). Not
+        part of the stored state: re-linked when an online store is opened.
     per_type : bool
         One model per (job, GPU type) (Sia) or one per job over all types (Pollux).
     seed_single_gpu : bool
         Add each job's one-GPU profile on every type when it is first seen (Sia).
+
+    Attributes
+    ----------
+    samples : dict
+        (job, model key) -> (GPU type, nodes, replicas, atomic batch) -> (step, sync) seconds;
+        the model key is the GPU type (Sia) or ``"*"`` (Pollux, pooled: the type is kept in
+        the sample so that a pooled model keeps every type's measurement of a placement).
+    grad : dict
+        Job -> its last reported gradient statistics.
+    fitted : dict
+        (job, model key) -> the fit of its current samples (None: none yet).
+    last_fit : dict
+        (job, model key) -> the previous fit, the next fit's warm start.
+    seen : set
+        Jobs seen (Sia's one-GPU seed added).
+    fits : int
+        Fits run so far.
     """
 
-    def __init__(self, progress: Any, *, per_type: bool, seed_single_gpu: bool) -> None:
-        self.progress = progress
-        self.per_type = bool(per_type)
-        self.seed_single_gpu = bool(seed_single_gpu)
-        # (job, model key) -> (GPU type, nodes, replicas, atomic batch) -> (step, sync): the type is
-        # kept so that a pooled (Pollux) model keeps every type's measurement of a placement
-        self.samples: dict[tuple[int, str], dict[tuple[str, int, int, int], tuple[float, float]]] = {}
-        self.grad: dict[int, GradParams] = {}
-        self._perf: dict[tuple[int, str], PerfParams | None] = {}
-        self._last: dict[tuple[int, str], PerfParams] = {}   # the previous fit: the next one's warm start
-        self._seen: set[int] = set()
-        self._hi: dict[tuple[str, str, int, int], int] = {}
-        self.fits = 0
+    progress: Any = None
+    per_type: bool = False
+    seed_single_gpu: bool = False
+    samples: dict[tuple[int, str], dict[tuple[str, int, int, int], tuple[float, float]]] = field(default_factory=dict)
+    grad: dict[int, GradParams] = field(default_factory=dict)
+    fitted: dict[tuple[int, str], PerfParams | None] = field(default_factory=dict)
+    last_fit: dict[tuple[int, str], PerfParams] = field(default_factory=dict)
+    seen: set[int] = field(default_factory=set)
+    fits: int = 0
+    _hi: dict[tuple[str, str, int, int], int] = field(default_factory=dict)   # per-GPU batch limits (cache)
+
+    def __post_init__(self) -> None:
+        self.per_type = bool(self.per_type)
+        self.seed_single_gpu = bool(self.seed_single_gpu)
 
     # ------------------------------------------------------------------ learning
     def _key(self, gpu_type: str) -> str:
@@ -79,9 +101,9 @@ class GoodputBeliefs:
 
     def see(self, job: int) -> None:
         """First sight of ``job`` (Sia: profile it on one GPU of every type)."""
-        if job in self._seen:
+        if job in self.seen:
             return
-        self._seen.add(job)
+        self.seen.add(job)
         if not self.seed_single_gpu:
             return
         prof = self.progress.models[job]
@@ -92,7 +114,7 @@ class GoodputBeliefs:
             store = self.samples.setdefault((job, self._key(t)), {})
             for bsz, step, sync in zip(one["local_bsz"], one["step_time"], one["sync_time"]):
                 store.setdefault((t, 1, 1, int(bsz)), (float(step), float(sync)))
-            self._perf.pop((job, self._key(t)), None)
+            self.fitted.pop((job, self._key(t)), None)
 
     def observe(self, job: int, report: Mapping[str, Any]) -> None:
         """Add what ``job`` reported after a round (see the module docstring)."""
@@ -102,15 +124,15 @@ class GoodputBeliefs:
         cfg = (str(report["gpu_type"]), int(report["nodes"]), int(report["replicas"]), int(report["atomic_bsz"]))
         if cfg not in store:
             store[cfg] = (float(report["step_time"]), float(report["sync_time"]))
-            self._perf.pop(key, None)
+            self.fitted.pop(key, None)
         self.grad[job] = GradParams(float(report["grad_sqr"]), float(report["grad_var"]))
 
     def perf(self, job: int, gpu_type: str) -> PerfParams | None:
         """The fitted throughput model of ``job`` on ``gpu_type`` (pooled for Pollux), or None
         without measurements."""
         key = (job, self._key(gpu_type))
-        if key in self._perf:
-            return self._perf[key]
+        if key in self.fitted:
+            return self.fitted[key]
         store = self.samples.get(key)
         if not store:
             return None
@@ -118,13 +140,13 @@ class GoodputBeliefs:
         times = np.array(list(store.values()), dtype=float)
         step, sync = times[:, 0], times[:, 1]
         fit = fit_perf_params(cfg[:, 0], cfg[:, 1], cfg[:, 2], np.maximum(step - sync, 1e-9), step,
-                              initial=self._last.get(key))
-        self._last[key] = fit.params
+                              initial=self.last_fit.get(key))
+        self.last_fit[key] = fit.params
         self.fits += 1
         if not fit.success:
             log.warning("job %s on %s: throughput fit did not converge (%s); using its parameters anyway",
                         self.progress.names[job], gpu_type, fit.message)
-        self._perf[key] = fit.params
+        self.fitted[key] = fit.params
         return fit.params
 
     def multi_gpu_measured(self, job: int, gpu_type: str) -> bool:

@@ -328,6 +328,7 @@ class Optimus:
     """
 
     name: ClassVar[str] = "optimus"
+    adaptive: ClassVar[bool] = True     # plans adaptive jobs (see AdaptiveRounds)
     convergence_delta: float = 0.05
     min_epochs: int = 3
     prior_multiple: float = 2.0
@@ -357,7 +358,7 @@ class Optimus:
         if seen is None or seen[0] != done:
             fit = None
             if done >= self.min_epochs:
-                x, y = observed_metrics(prof, int(prog.submitted_batch[job]), p)
+                x, y = prog.observed_metrics(job, p)
                 fit = fit_convergence(x, y)
                 if fit is None:
                     log.debug("job %s: no convergence fit after %d epochs; using the prior", prog.names[job], done)

@@ -35,6 +35,7 @@ from ..inputs.throughputs import ThroughputCatalogue
 from ..online.scheduler import OnlineScheduler
 from ..rounds.ledger import Ledger
 from ..rounds.loop import RoundWorkload, add_plan_time, prepare, run_rounds
+from ..rounds.placing import true_rates
 from ..rounds.protocol import RoundRows, SchedulerLike, WorkloadLike
 from ..validation import check_bool, check_nonneg
 from .options import SimOptions, call_options
@@ -104,7 +105,8 @@ def simulate_online(scheduler: SchedulerLike, workload: WorkloadLike, cluster: C
     online = OnlineScheduler(sched, w.place_cluster if w.use_place else _no_topology(cluster),
                              store=store, round_seconds=opts.round_seconds, reference=reference,
                              ema_alpha=ema_alpha, completion=completion, learn=bool(learn), options=None,
-                             synchronous="OFF")
+                             synchronous="OFF",
+                             profiles=None if w.adaptive is None else w.adaptive.workload.profiles)
     try:
         return _drive(online, w, opts, wall0, learn=bool(learn), noise=float(report_noise),
                       submit=_Submitter(w, learn=bool(learn), typed=typed, spread=sensitive and not learn))
@@ -121,10 +123,7 @@ def _drive(online: OnlineScheduler, w: RoundWorkload, opts: SimOptions, wall0: f
            noise: float, submit: _Submitter) -> SimulationResult:
     # the run log holds each job's exact steps of the round (reported as they are, so the
     # scheduler's books add the same numbers as the ledger's); dropped at the end if not asked for
-    if w.adaptive is not None:
-        raise ValidationError("adaptive workloads (hetsched.inputs.adaptive.AdaptiveWorkload) run through "
-                              "hetsched.simulate; the online scheduler does not learn goodput models yet.")
-    ledger = Ledger(w.total, len(w.types), restart_seconds=opts.restart_seconds, record_runs=True)
+    ledger = Ledger(w.total, len(w.types), restart_seconds=w.restart_seconds, record_runs=True)
     step = _OnlineStep(online, w, submit, learn=learn, noise=noise, seed=opts.seed)
     c, t_first = run_rounds(w, opts, ledger, step, wall0)
     ledger.record_runs = opts.record_runs
@@ -146,6 +145,9 @@ class _OnlineStep:
         self.timing = {"policy_s": 0.0, "mechanism_s": 0.0, "placement_s": 0.0}
         self.last: Any = None    # the last OnlinePlan
         self.logged = 0
+        self.truth = w.adaptive            # adaptive jobs: the simulated truth the workers measure
+        self.progress = np.zeros(0)        # adaptive jobs: progress of every job when the round was planned
+        self.metrics_sent: dict[int, int] = {}   # adaptive jobs: validation points reported so far
 
     def start(self, t: float) -> None:
         """The scheduler starts empty."""
@@ -161,7 +163,12 @@ class _OnlineStep:
         add_plan_time(self.timing, plan.rows.info, plan.timings["plan_s"])
         self.timing["placement_s"] += plan.timings["place_s"]
         rows = plan.rows
-        if rows.n_rows:
+        if self.truth is not None:
+            self.progress = ledger.done.copy()
+            if rows.n_rows:
+                rows = true_rates(self.truth, rows, plan.spread, plan.migrated, ledger, t,
+                                  float(self.w.config["round_seconds"]))
+        elif rows.n_rows:
             rows = _true_rates(rows, rows.is_pair, plan.scaling, self.T, self.U, self.w.s,
                                elastic=self.online.elastic, learn=self.learn)
         return rows, plan.spread, plan.migrated, plan.timings["place_s"]
@@ -177,13 +184,28 @@ class _OnlineStep:
             mate = np.where(rows.job[u] == j, rows.partner[u], rows.job[u])
             spread = plan.spread[u] if plan.spread.size else np.zeros(u.size, bool)
             types = self.w.types
-            for jj, kk, st, sc, p, sp, g in zip(j.tolist(), k.tolist(), steps.tolist(), secs.tolist(),
-                                                mate.tolist(), spread.tolist(), rows.gpus[u].tolist()):
+            for jj, kk, st, sc, p, sp, g, b in zip(j.tolist(), k.tolist(), steps.tolist(), secs.tolist(),
+                                                   mate.tolist(), spread.tolist(), rows.gpus[u].tolist(),
+                                                   rows.batch_size[u].tolist()):
                 if sc > 0:
                     online.report(key(jj), types[kk], st, sc, partner=None if p < 0 else key(p),
-                                  spread=sp and p < 0, gpus=g)
+                                  spread=sp and p < 0, gpus=g,
+                                  measured=None if self.truth is None else self._measured(ledger, jj, kk, g, b))
         for jj in active[out["finished"]].tolist():
             online.complete(key(jj), now=float(ledger.finish[jj]))
+
+
+    def _measured(self, ledger: Ledger, j: int, k: int, gpus: int, batch: int) -> dict[str, Any]:
+        """What an adaptive job's worker measured in the round (the truth's report at the
+        job's progress when the round was planned, as :func:`hetsched.simulate`'s scheduler
+        reads it) and the validation points of the epochs it completed since its last report."""
+        rep = dict(self.truth.report(j, k, gpus, batch, float(self.progress[j])))
+        x, y = self.truth.observed_metrics(j, float(ledger.done[j]))
+        sent = self.metrics_sent.get(j, 0)
+        if x.size > sent:
+            rep["metrics"] = list(zip(x[sent:].tolist(), y[sent:].tolist()))
+            self.metrics_sent[j] = int(x.size)
+        return rep
 
 
 def _true_rates(rows: RoundRows, pair: np.ndarray, scaling: np.ndarray, T: np.ndarray, U: np.ndarray,
@@ -225,6 +247,12 @@ class _Submitter:
 
     def __call__(self, online: OnlineScheduler, i: int) -> None:
         w = self.w
+        if w.adaptive is not None:    # its model, submitted GPUs and batch; its throughputs from the profile
+            a = w.adaptive
+            online.submit(self.ids[i], model=a.models[i].model, scale_factor=int(a.submitted_replicas[i]),
+                          batch_size=int(a.submitted_batch[i]), total_steps=float(w.total[i]),
+                          weight=float(w.weights[i]), arrival=float(w.arrival[i]))
+            return
         thr = None if self.learn else {t: float(v) for t, v in zip(w.types, w.T[i])}
         online.submit(self.ids[i], scale_factor=int(w.s[i]), throughputs=thr, total_steps=float(w.total[i]),
                       weight=float(w.weights[i]), arrival=float(w.arrival[i]),
