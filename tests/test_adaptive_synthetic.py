@@ -97,3 +97,16 @@ def test_bad_profile_arguments(kwargs: dict, match: str) -> None:
 def test_bad_workload_arguments(kwargs: dict, match: str) -> None:
     with pytest.raises(ValidationError, match=match):
         synthetic_adaptive_workload(**kwargs)
+
+
+def test_demo_prints_the_adaptive_schedulers(capsys: pytest.CaptureFixture[str]) -> None:
+    """The demo's adaptive table: a row with numbers for each of the four schedulers."""
+    from hetsched.cli import main
+
+    assert main(["demo", "--jobs", "6", "--policies", "fifo"]) == 0
+    out = capsys.readouterr().out
+    assert "adaptive jobs: 6 jobs of built-in synthetic profiles" in out
+    for name in ("sia_adaptive", "pollux", "optimus", "gavel_tunedjobs"):
+        row = [ln for ln in out.splitlines() if ln.startswith(name + " ")]
+        assert len(row) == 1, name
+        assert float(row[0].split()[1]) > 0

@@ -131,9 +131,13 @@ def test_readme_demo_claim_is_exact(capsys: pytest.CaptureFixture[str]) -> None:
     assert "every registered policy" in readme and "Tiresias" in readme
     assert main(["demo", "--jobs", "4"]) == 0
     out = capsys.readouterr().out
-    rows = {line.split()[0] for line in out.splitlines()[3:] if line and not line.startswith(("note", "error"))}
+    fixed, adaptive = out.split("\nadaptive jobs:")
+    rows = {line.split()[0] for line in fixed.splitlines()[3:] if line and not line.startswith(("note", "error"))}
     expected = set(hs.list_policies()) | {"tiresias", "max_min_fairness+packing", "finish_time_fairness+placement"}
     assert rows == expected
+    assert "adaptive schedulers" in readme
+    rows = {line.split()[0] for line in adaptive.splitlines()[3:] if line and not line.startswith(("note", "error"))}
+    assert rows == {"sia_adaptive", "pollux", "optimus", "gavel_tunedjobs"}
     assert "skipped" not in out
 
 

@@ -606,9 +606,41 @@ def _demo(args: argparse.Namespace, out: TextIO) -> int:
             f"{s['wall_s']:>7.2f}",
             file=out,
         )
+    failed += _demo_adaptive(args, out, notes)
     for line in notes:
         print(line, file=out)
     return 1 if failed else 0
+
+
+def _demo_adaptive(args: argparse.Namespace, out: TextIO, notes: list[str]) -> int:
+    """The demo's adaptive part: built-in synthetic profiles (illustrative, not measured;
+    ``hetsched.inputs.adaptive_synthetic``) under Sia, Pollux, Optimus and Gavel with Sia's
+    TunedJobs; returns the number of schedulers that failed."""
+    from .inputs.adaptive_synthetic import synthetic_adaptive_workload
+    from .schedulers.names import make_scheduler
+
+    w = synthetic_adaptive_workload(min(args.jobs, 24), seed=args.seed)
+    cluster = Cluster.from_servers({"t4": 8, "rtx": 8, "a100": 8}, gpus_per_server={"t4": 4, "rtx": 8, "a100": 8})
+    print(f"\nadaptive jobs: {w.n_jobs} jobs of built-in synthetic profiles (illustrative, not measured; seed "
+          f"{args.seed}) on {cluster.as_dict()}; the scheduler picks GPUs and batch size (docs/adaptive.md)", file=out)
+    header = f"{'scheduler':<32} {'avg JCT h':>9} {'p99 JCT h':>9} {'makespan h':>10} {'restarts':>8} {'wall s':>7}"
+    print(header, file=out)
+    print("-" * len(header), file=out)
+    failed = 0
+    for name, seconds in (("sia_adaptive", 60.0), ("pollux", 60.0), ("optimus", 60.0), ("max_sum_throughput", 360.0)):
+        try:
+            sched = name if name == "max_sum_throughput" else make_scheduler(name)
+            res = simulate(sched, w, cluster, options=SimOptions(round_seconds=seconds, record_runs=False))
+        except HetschedError as exc:
+            failed += 1
+            print(f"{name:<32} {'error':>9}  {type(exc).__name__}", file=out)
+            notes.append(f"error: adaptive {name!r} failed: {exc}")
+            continue
+        s = res.summary
+        label = "gavel_tunedjobs" if name == "max_sum_throughput" else name
+        print(f"{label:<32} {_h(s['avg_jct_s']):>9} {_h(s['p99_jct_s']):>9} {_h(s['makespan_s']):>10} "
+              f"{int(res.jobs['restarts'].sum()):>8} {s['wall_s']:>7.2f}", file=out)
+    return failed
 
 
 def _solve(args: argparse.Namespace, out: TextIO) -> int:
