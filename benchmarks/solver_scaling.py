@@ -21,7 +21,6 @@ Usage::
 from __future__ import annotations
 
 import argparse
-import csv
 import math
 import sys
 import time
@@ -30,9 +29,10 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-import numpy as np
-
 import gavel_reference as ref
+import numpy as np
+from _table import write_csv
+
 import hetsched as hs
 from hetsched.inputs.throughputs import ThroughputCatalogue, generate_catalogue
 from hetsched.inputs.workloads import random_jobs, sample_jobs
@@ -350,15 +350,6 @@ def format_header() -> str:
 
 def format_line(row: dict) -> str:
     return " ".join(_cell(row[key], fmt) for key, _, fmt in COLUMNS)
-
-
-def write_csv(rows: Sequence[dict], path: Path) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    with path.open("w", newline="") as fh:
-        writer = csv.DictWriter(fh, fieldnames=list(rows[0]))
-        writer.writeheader()
-        for row in rows:
-            writer.writerow({k: (f"{v:.6g}" if isinstance(v, float) else v) for k, v in row.items()})
 
 
 def notes(rows: Sequence[dict]) -> list[str]:

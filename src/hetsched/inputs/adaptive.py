@@ -151,11 +151,10 @@ class AdaptiveWorkload:
         T = np.zeros((n, m))
         for j in range(n):
             K, b = int(prog.submitted_replicas[j]), int(prog.submitted_batch[j])
-            for k in range(m):
-                if self.throughput_units == "examples":
-                    T[j, k] = prog.throughput(j, k, K, b)
-                elif K <= prog.capacity[k]:
-                    T[j, k] = prog.rate(j, k, prog.nodes_for(k, K), K, b, 0)
+            if self.throughput_units == "examples":
+                T[j] = [prog.throughput(j, k, K, b) for k in range(m)]
+            else:
+                T[j] = prog.first_rates_of(prog.models[j], prog.names[j], K, b)
         jobs = JobSet(T, gpu_types=types, ids=prog.names, scale_factors=prog.submitted_replicas,
                       steps_remaining=prog.completion,
                       arrival_times=f["arrival"].to_numpy(float))
@@ -260,6 +259,15 @@ class AdaptiveJobs:
             log.info("job %s cannot run on %d GPU(s) of %s over %d node(s) at batch %d: %s", name,
                      replicas, self.types[k], nodes, batch, exc)
             return 0.0
+
+    def first_rates_of(self, prof: ModelProfile, name: Any, replicas: int, batch: int) -> list[float]:
+        """Per GPU type column, the first-epoch progress rate of a job of model ``prof`` (named
+        ``name`` in the log) at ``replicas`` GPUs and total batch ``batch`` on the fewest
+        nodes (what a scheduler that does not adapt sees, :meth:`AdaptiveWorkload.trace`); 0
+        where the model has no profile or the gang does not fit."""
+        K, b = int(replicas), int(batch)
+        return [self.rate_of(prof, name, k, self.nodes_for(k, K), K, b, 0) if K <= self.capacity[k] else 0.0
+                for k in range(len(self.types))]
 
     def throughput(self, job: int, k: int, replicas: int, batch: int) -> float:
         """Examples/s (times the calibration factor) of ``job`` on ``replicas`` GPUs of type

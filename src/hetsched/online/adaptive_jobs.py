@@ -57,9 +57,6 @@ class OnlineAdaptiveJobs(AdaptiveJobs):
                 raise ValidationError(f"`profiles[{name!r}]` must be a ModelProfile; got {type(prof).__name__}.")
         super().__init__(cluster, profiles)
         self.profiles = dict(profiles)
-        self._ids: list[Any] = []
-        self._replicas: list[int] = []
-        self._batch: list[int] = []
         #: job number -> what it measured since the last plan (one dict of REPORT_KEYS)
         self.pending: dict[int, dict[str, Any]] = {}
         #: job number -> [(progress at the end of an epoch, validation metric there), ...]
@@ -84,31 +81,26 @@ class OnlineAdaptiveJobs(AdaptiveJobs):
         return prof, b
 
     def add(self, job_id: Any, prof: ModelProfile, replicas: int, batch: int) -> int:
-        """Append a job checked by :meth:`check_job`; returns its number."""
-        self._ids.append(job_id)
-        self._replicas.append(int(replicas))
-        self._batch.append(int(batch))
-        models = [*self.models, prof]
-        self._set_jobs(self._ids, models, np.array(self._replicas, np.int64), np.array(self._batch, np.int64))
-        return len(self._ids) - 1
+        """Append a job checked by :meth:`check_job` (its columns grow by one entry each, in
+        constant Python work per submit); returns its number."""
+        self.models.append(prof)
+        values = {"names": job_id, "submitted_replicas": int(replicas), "submitted_batch": int(batch),
+                  "completion": prof.completion_progress, "restart_seconds": prof.restart_seconds,
+                  "init_batch": prof.init_batch_size, "max_batch": prof.max_batch_size}
+        for col, v in values.items():
+            old = getattr(self, col)
+            new = np.empty(old.shape[0] + 1, dtype=old.dtype)
+            new[:-1] = old
+            new[-1] = v
+            setattr(self, col, new)
+        return len(self.models) - 1
 
     def pop_last(self) -> None:
         """Undo the last :meth:`add` (a submit whose store write failed)."""
-        self._ids.pop()
-        self._replicas.pop()
-        self._batch.pop()
-        self._set_jobs(self._ids, self.models[:-1], np.array(self._replicas, np.int64),
-                       np.array(self._batch, np.int64))
-
-    def first_rates_of(self, prof: ModelProfile, replicas: int, batch: int) -> dict[str, float]:
-        """Per GPU type, the first-epoch progress rate of a job of model ``prof`` at
-        ``replicas`` GPUs and total batch ``batch`` on the fewest nodes (what a scheduler that
-        does not adapt sees, as :meth:`AdaptiveWorkload.trace
-        <hetsched.inputs.adaptive.AdaptiveWorkload.trace>`); 0 where the model has no profile
-        or the gang does not fit."""
-        K, b = int(replicas), int(batch)
-        return {t: (self.rate_of(prof, prof.model, k, self.nodes_for(k, K), K, b, 0) if K <= self.capacity[k] else 0.0)
-                for k, t in enumerate(self.types)}
+        self.models.pop()
+        for col in ("names", "submitted_replicas", "submitted_batch", "completion", "restart_seconds", "init_batch",
+                    "max_batch"):
+            setattr(self, col, getattr(self, col)[:-1].copy())
 
     # ------------------------------------------------------------------ measurements
     def check_measured(self, num: int, gpu_type: str, measured: Any) -> tuple[dict[str, Any], list[tuple[float, float]]]:
@@ -191,5 +183,5 @@ class OnlineAdaptiveJobs(AdaptiveJobs):
         return arr[:, 0], arr[:, 1]
 
     def __repr__(self) -> str:
-        return f"OnlineAdaptiveJobs(jobs={len(self._ids)}, models={len(self.profiles)}, pending={len(self.pending)})"
+        return f"OnlineAdaptiveJobs(jobs={len(self.models)}, models={len(self.profiles)}, pending={len(self.pending)})"
 

@@ -172,7 +172,7 @@ class Intake:
         arr = (self.step.last_now or 0.0) if arrival is None else check_real(arrival, "arrival")
         dl = check_real(deadline, "deadline", allow_none=True)
         if adaptive is not None and throughputs is None:
-            throughputs = self.adaptive.first_rates_of(adaptive[0], sf, adaptive[1])
+            throughputs = dict(zip(self.gpu_types, self.adaptive.first_rates_of(adaptive[0], job_id, sf, adaptive[1])))
         profile = self._profile(throughputs, job_type, sf)
         if adaptive is None and profile is not None and not (profile > 0).any() and not np.isnan(profile).any():
             raise ValidationError(f"`throughputs` of job {job_id!r} are 0 on every GPU type; it could never run.")
