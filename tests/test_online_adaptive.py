@@ -17,6 +17,7 @@ is the data. The checks:
 
 from __future__ import annotations
 
+import math
 import sqlite3
 from pathlib import Path
 from typing import Any
@@ -353,3 +354,55 @@ def test_online_equals_simulate_on_sias_workload(sia_root: Path, name: str) -> N
     b = simulate_online(SCHEDULERS[name](), first, table3_cluster(), options=OPTS, learn=False)
     assert a.summary["n_completed"] == 12
     pd.testing.assert_frame_equal(a.jobs, b.jobs, check_exact=True)
+
+
+def test_optimus_estimates_equal_online_and_simulated(sia_root: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Every remaining-work estimate Optimus makes (its convergence fits and its prior from
+    finished jobs of the same model) is the same online and in hs.simulate, on the first 12
+    jobs of Sia's Philly workload 1. (The prior once read the rows' rates, which are the true
+    ones in simulate and the scheduler's beliefs online: the jobs tables then differed from
+    round 236 of the full workload.)"""
+    from hetsched.inputs.adaptive import sia_workload
+    from hetsched.inputs.traces.sia import AdaptiveJobTable
+    from hetsched.reproduce.sia_table3 import table3_cluster
+
+    w = sia_workload("philly", 1, path=sia_root)
+    first = AdaptiveWorkload(AdaptiveJobTable(w.table.frame.iloc[:12].reset_index(drop=True), w.table.source),
+                             w.profiles, source=w.source)
+    seen: list[tuple[str, float, float, str]] = []
+    plain = Optimus.remaining
+
+    def spy(self, state, prog, job):
+        got = plain(self, state, prog, job)
+        seen.append((prog.names[job], float(state.progress.get(job, 0.0)), *got))
+        return got
+
+    monkeypatch.setattr(Optimus, "remaining", spy)
+    a = simulate(Optimus(), first, table3_cluster(), options=OPTS)
+    in_simulate, seen[:] = list(seen), []
+    b = simulate_online(Optimus(), first, table3_cluster(), options=OPTS, learn=False)
+    assert a.summary["n_completed"] == 12
+    assert {s for *_, s in in_simulate} == {"prior", "finished", "fit"}    # every source is exercised
+    assert seen == in_simulate
+    pd.testing.assert_frame_equal(a.jobs, b.jobs, check_exact=True)
+
+
+def test_ended_at_is_the_reported_progress_unless_cancelled(four: AdaptiveWorkload) -> None:
+    """Online, a finished job ended where its workers' reports put it (its target when they
+    reach it); a cancelled job did not end by finishing (NaN, not a finished job's end)."""
+    online = OnlineScheduler(Optimus(), CLUSTER, round_seconds=60.0, profiles=four.profiles)
+    jobs = online.adaptive_jobs
+    for name in ("a", "b", "c"):
+        online.submit(name, model="toy", scale_factor=1)
+    online.next_round(now=0.0)
+    target = float(jobs.completion[0])
+    online.report("a", "t4", steps=target * 0.25, seconds=60.0)
+    online.report("b", "t4", steps=target, seconds=60.0)
+    online.complete("a")
+    online.complete("b")
+    online.cancel("c")
+    assert jobs.ended_at(0) == pytest.approx(target * 0.25)
+    assert jobs.ended_at(1) == target
+    assert math.isnan(jobs.ended_at(2))
+    truth = AdaptiveProgress(four, CLUSTER)
+    assert truth.ended_at(3) == float(truth.completion[3])

@@ -17,7 +17,7 @@ from hetsched.reproduce.gavel import FIG8, las_runs, las_summary
 from hetsched.reproduce.sia import sia_summary
 from hetsched.reproduce.themis import ftf_run
 
-NAMES = ["gavel_fig8", "gavel_fig9", "sia_elastic", "sia_table3", "themis_ftf"]
+NAMES = ["gavel_fig8", "gavel_fig9", "sia_elastic", "sia_table3", "sia_table3_newtrace", "themis_ftf"]
 
 
 def test_cli_quick_smallest_experiment_writes_expected_files(tmp_path: Path, capsys) -> None:
@@ -63,6 +63,31 @@ def test_sia_table3_quick_writes_files_and_adaptive_schedulers_beat_gavel(tmp_pa
     assert runs.loc["sia", "mean_batch"] > 0 and runs.loc["pollux", "mean_batch"] > 0
     pub = pd.read_csv(out / "sia_table3_published.csv")
     assert "order of avg JCT" in set(pub["claim"])
+
+
+def test_sia_table3_newtrace_quick_has_the_papers_order(tmp_path: Path) -> None:
+    """Table 3's newTrace half on the quick workload (newTrace workload 1, first 48 jobs):
+    Sia < Pollux < Gavel on average JCT, every job completes, the paper's newTrace row is the
+    one compared against."""
+    from hetsched.errors import DataNotFoundError
+    from hetsched.inputs.profiles import sia_data_path
+    from hetsched.reproduce.sia_table3 import PAPER_TABLE3
+
+    try:
+        sia_data_path()
+    except DataNotFoundError:
+        pytest.skip("Sia's artifact data is not on this machine")
+    out = tmp_path / "nt"
+    assert main(["reproduce", "--quick", "sia_table3_newtrace", "--out", str(out), "--workers", "1"]) == 0
+    runs = pd.read_csv(out / "sia_table3_newtrace.csv").set_index("scheduler")
+    assert set(runs["workload"]) == {"newtrace-1"}
+    assert (runs["n_completed"] == 48).all() and (runs["status"] == "drained").all()
+    avg = runs["avg_jct_hours"]
+    assert avg["sia"] < avg["pollux"] < avg["gavel"]
+    summary = pd.read_csv(out / "sia_table3_newtrace_summary.csv").set_index("scheduler")
+    assert summary.loc["gavel", "paper_makespan_hours"] == PAPER_TABLE3["newtrace"]["gavel"][2]
+    pub = pd.read_csv(out / "sia_table3_newtrace_published.csv")
+    assert pub.loc[pub["claim"] == "order of avg JCT", "ours"].item() == "Sia < Pollux < Gavel"
 
 
 def test_cli_unknown_name_is_exit_2_naming_the_valid_ones(tmp_path: Path, capsys) -> None:
@@ -184,3 +209,26 @@ def test_all_experiments_skip_one_whose_data_is_absent_but_a_named_one_raises(mo
     assert [r.name for r in results] == ["ok"] and ran == ["ok"]
     with pytest.raises(DataNotFoundError, match="not here"):
         rp.run_experiments(["needs_data"], Settings(quick=True))
+
+
+def test_table3_result_summarises_runs_by_hand() -> None:
+    """The Table 3 summary is the mean over workloads per scheduler, beside the paper's row of
+    the chosen half; an unknown half is a clear error."""
+    from hetsched.errors import ValidationError
+    from hetsched.reproduce.sia_table3 import PAPER_TABLE3, table3_result
+
+    rows = []
+    for w, (sia, pollux, gavel) in (("newtrace-1", (0.5, 1.0, 4.0)), ("newtrace-2", (0.7, 2.0, 6.0))):
+        for name, avg in (("sia", sia), ("pollux", pollux), ("gavel", gavel)):
+            rows.append({"workload": w, "scheduler": name, "n_jobs": 10, "n_completed": 10, "avg_jct_hours": avg,
+                         "p99_jct_hours": 2 * avg, "makespan_hours": 10 * avg, "wall_s": 1.0})
+    res = table3_result("newtrace", pd.DataFrame(rows))
+    s = res.summary.set_index("scheduler")
+    assert s.loc["sia", "avg_jct_hours"] == pytest.approx(0.6)
+    assert s.loc["pollux", "makespan_hours"] == pytest.approx(15.0)
+    assert s.loc["gavel", "p99_jct_hours"] == pytest.approx(10.0)
+    assert s.loc["pollux", "paper_avg_jct_hours"] == PAPER_TABLE3["newtrace"]["pollux"][0]
+    assert res.name == "sia_table3_newtrace" and s.loc["sia", "workloads"] == 2
+    assert "Sia < Pollux < Gavel" in set(res.published["ours"])
+    with pytest.raises(ValidationError, match="`kind`.*'helios'"):
+        table3_result("helios", pd.DataFrame(rows))

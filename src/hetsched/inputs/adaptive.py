@@ -296,6 +296,12 @@ class AdaptiveJobs:
         there)`` as far as the job has observed them at ``progress``."""
         raise NotImplementedError
 
+    def ended_at(self, job: int) -> float:
+        """The progress at which ``job`` ended, once it has left the jobs: its target (a job
+        finishes when its progress reaches ``completion``); NaN where it did not end by
+        finishing (an online job cancelled)."""
+        return float(self.completion[job])
+
 class AdaptiveProgress(AdaptiveJobs):
     """The simulated truth for adaptive jobs on one cluster: how fast a job progresses on a
     configuration (see the module docstring), and what a running job reports.

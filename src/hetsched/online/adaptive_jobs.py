@@ -16,6 +16,7 @@ validation metric at the end of each epoch it completed. The next plan's
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
 from typing import Any
 
@@ -26,6 +27,7 @@ from ..inputs.adaptive import REPORT_KEYS, AdaptiveJobs
 from ..inputs.cluster import Cluster
 from ..inputs.profiles import ModelProfile
 from ..validation import check_int, check_real
+from .table import CANCELLED
 
 __all__ = ["OnlineAdaptiveJobs"]
 
@@ -61,6 +63,8 @@ class OnlineAdaptiveJobs(AdaptiveJobs):
         self.pending: dict[int, dict[str, Any]] = {}
         #: job number -> [(progress at the end of an epoch, validation metric there), ...]
         self.metrics: dict[int, list[tuple[float, float]]] = {}
+        #: the online scheduler's job table (its ``done`` column: the progress reported in all)
+        self.table: Any = None
 
     # ------------------------------------------------------------------ jobs
     def check_job(self, job_id: Any, model: Any, replicas: int, batch_size: Any) -> tuple[ModelProfile, int]:
@@ -174,9 +178,22 @@ class OnlineAdaptiveJobs(AdaptiveJobs):
             return None
         return rep
 
+    def ended_at(self, job: int) -> float:
+        """The progress at which a finished ``job`` ended: the progress its workers reported,
+        or its target when they reported it within 1e-9 (relative) or beyond (a job
+        completed at its target ends there, as in :meth:`AdaptiveJobs.ended_at`); NaN for a
+        cancelled job (it did not end by finishing)."""
+        target = float(self.completion[job])
+        if self.table is None:
+            return target
+        if int(self.table.status[job]) == CANCELLED:
+            return math.nan
+        done = float(self.table.done[job])
+        return done if done < target * (1 - 1e-9) else target
+
     def observed_metrics(self, job: int, progress: float) -> tuple[np.ndarray, np.ndarray]:
         """The validation points ``job`` reported, up to ``progress``."""
-        pts = [p for p in self.metrics.get(job, ()) if p[0] <= progress * (1 + 1e-12) + 1e-12]
+        pts = [p for p in self.metrics.get(job, ()) if p[0] <= progress]
         if not pts:
             return np.zeros(0), np.zeros(0)
         arr = np.array(pts, dtype=float)

@@ -170,6 +170,8 @@ class OnlineScheduler:
         policy = self.scheduler.policy if isinstance(self.scheduler, PolicyScheduler) else None
         tables = JobTables(policy, learn=self.learn)
         self.jobs = JobTable(len(self.gpu_types))
+        if self.adaptive_jobs is not None:
+            self.adaptive_jobs.table = self.jobs
         self.sides = SideRates(len(self.gpu_types))
         self._lock = threading.RLock()
         self._broken: str | None = None

@@ -6,7 +6,8 @@
   (:mod:`.themis`);
 * ``sia_elastic``: Sia vs Gavel vs Gavel with space sharing on an elastic workload (:mod:`.sia`);
 * ``sia_table3``: Sia (SOSP'23) Table 3, Sia vs Pollux vs Gavel+TunedJobs on Sia's Philly
-  workloads with adaptive jobs (:mod:`.sia_table3`; needs Sia's artifact data).
+  workloads with adaptive jobs (:mod:`.sia_table3`; needs Sia's artifact data);
+* ``sia_table3_newtrace``: the same on Sia's newTrace workloads (Table 3's second half).
 
 Each has a quick mode (CI size) and a full mode. :func:`run_experiments` runs them and
 writes ``<name>.csv`` (one row per simulation), ``<name>_summary.csv``,
@@ -14,7 +15,7 @@ writes ``<name>.csv`` (one row per simulation), ``<name>_summary.csv``,
 ``docs/reproduce.md``.
 
 >>> sorted(EXPERIMENTS)
-['gavel_fig8', 'gavel_fig9', 'sia_elastic', 'sia_table3', 'themis_ftf']
+['gavel_fig8', 'gavel_fig9', 'sia_elastic', 'sia_table3', 'sia_table3_newtrace', 'themis_ftf']
 """
 
 from __future__ import annotations
@@ -28,7 +29,7 @@ from .base import Experiment, ExperimentResult, Settings, find_gavel_table
 from .figures import las_figure, rho_figure, sia_figure, table3_figure
 from .gavel import run_fig8, run_fig9
 from .sia import run_sia
-from .sia_table3 import run_sia_table3
+from .sia_table3 import run_sia_table3, run_sia_table3_newtrace
 from .themis import run_themis
 
 __all__ = ["EXPERIMENTS", "Experiment", "ExperimentResult", "Settings", "check_names", "find_gavel_table",
@@ -47,6 +48,8 @@ EXPERIMENTS: dict[str, Experiment] = {e.name: e for e in (
                run_sia, sia_figure),
     Experiment("sia_table3", "Sia Table 3: Sia vs Pollux vs Gavel+TunedJobs on Sia's Philly workloads (adaptive jobs)",
                run_sia_table3, table3_figure),
+    Experiment("sia_table3_newtrace", "Sia Table 3: the same comparison on Sia's newTrace workloads (adaptive jobs)",
+               run_sia_table3_newtrace, table3_figure),
 )}
 
 

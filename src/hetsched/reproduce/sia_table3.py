@@ -1,7 +1,8 @@
 """Sia (SOSP'23) Table 3: Sia vs Pollux vs Gavel with TunedJobs on Sia's published workloads.
 
 The paper's heterogeneous cluster of 64 GPUs (6 nodes x 4 T4, 3 x 8 RTX 2080 Ti, 2 x 8 A100),
-Sia's Philly workloads (8 x 160 jobs) with its published per-model profiles, read from
+Sia's Philly workloads (8 x 160 jobs; ``sia_table3``) and newTrace workloads (10 x 960 jobs;
+``sia_table3_newtrace``) with its published per-model profiles, read from
 Sia's artifact data (``../shared/data/sia/``, or ``$HETSCHED_SIA_DATA``; never copied into
 the project). Schedulers, all through :func:`hetsched.simulate` on the same adaptive jobs:
 
@@ -16,7 +17,7 @@ the project). Schedulers, all through :func:`hetsched.simulate` on the same adap
 
 Every job progresses at its true goodput (:class:`hetsched.inputs.adaptive.AdaptiveProgress`):
 the profiles' step and sync times, the validation runs' gradient statistics, the model's
-restart time on every configuration change. Quick mode: Philly workload 1, its first 48 jobs.
+restart time on every configuration change. Quick mode: workload 1, its first 48 jobs.
 """
 
 from __future__ import annotations
@@ -32,7 +33,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from ..errors import DataNotFoundError
+from ..errors import DataNotFoundError, ValidationError
 from ..inputs.adaptive import AdaptiveWorkload, sia_workload
 from ..inputs.cluster import Cluster
 from ..inputs.traces.sia import AdaptiveJobTable
@@ -43,7 +44,8 @@ from ..sim.options import SimOptions
 from ..sim.simulator import simulate
 from .base import ExperimentResult, Settings, published_table
 
-__all__ = ["PAPER_TABLE3", "SIA_TABLE3_CLUSTER", "run_sia_table3", "table3_cluster"]
+__all__ = ["PAPER_TABLE3", "SIA_TABLE3_CLUSTER", "run_sia_table3", "run_sia_table3_newtrace", "table3_cluster",
+           "table3_result"]
 
 log = logging.getLogger(__name__)
 
@@ -102,48 +104,94 @@ def _one(args: tuple[str, int, int | None, str]) -> dict[str, Any]:
             "round_seconds": seconds, "wall_s": time.perf_counter() - t0}
 
 
+#: Per kind: the workload numbers and what they are.
+WORKLOADS = {"philly": (range(1, 9), "Philly workloads 1-8, 160 jobs each"),
+             "newtrace": (range(1, 11), "newTrace workloads 1-10, 960 jobs each")}
+QUICK_JOBS = 48
+
+
 def run_sia_table3(settings: Settings) -> ExperimentResult:
     """Sia vs Pollux vs Gavel+TunedJobs on Sia's Philly workloads (see the module docstring)."""
+    return _run_table3(settings, "philly")
+
+
+def run_sia_table3_newtrace(settings: Settings) -> ExperimentResult:
+    """The same comparison on Sia's newTrace workloads (the second half of Table 3).
+
+    newTrace's jobs are longer and arrive over days (makespans of ~50 h in the paper) instead
+    of Philly's 8 busy hours; quick mode runs workload 1's first 48 jobs.
+    """
+    return _run_table3(settings, "newtrace")
+
+
+def _run_table3(settings: Settings, kind: str) -> ExperimentResult:
     t0 = time.perf_counter()
     try:
-        sia_workload("philly", 1)
+        sia_workload(kind, 1)
     except DataNotFoundError as exc:
-        raise DataNotFoundError(f"sia_table3 needs Sia's artifact data: {exc}") from None
+        raise DataNotFoundError(f"Table 3 ({kind}) needs Sia's artifact data: {exc}") from None
+    numbers, _ = WORKLOADS[kind]
     if settings.quick:
-        tasks = [("philly", 1, 48, s) for s in schedulers()]
+        tasks = [(kind, 1, QUICK_JOBS, s) for s in schedulers()]
     else:
-        tasks = [("philly", i, None, s) for i in range(1, 9) for s in schedulers()]
-    workers = settings.workers or 1
-    if workers > 1:
-        # fresh interpreters with one BLAS thread each: the matrices are tiny, and BLAS threads
-        # of several workers only contend for the cores (see docs/adaptive.md)
-        env = {v: os.environ.get(v) for v in _BLAS_VARS}
-        os.environ.update({v: "1" for v in _BLAS_VARS if env[v] is None})
-        try:
-            with ProcessPoolExecutor(max_workers=workers, mp_context=multiprocessing.get_context("spawn")) as ex:
-                rows = list(ex.map(_one, tasks))
-        finally:
-            for v, old in env.items():
-                if old is None:
-                    os.environ.pop(v, None)
-    else:
-        rows = [_one(t) for t in tasks]
-    runs = pd.DataFrame(rows)
+        tasks = [(kind, i, None, s) for i in numbers for s in schedulers()]
+    runs = pd.DataFrame(_map(_one, tasks, settings.workers or 1))
+    return table3_result(kind, runs, quick=settings.quick, wall_s=time.perf_counter() - t0)
+
+
+def table3_result(kind: str, runs: pd.DataFrame, *, quick: bool = False, wall_s: float = 0.0) -> ExperimentResult:
+    """The experiment's result from its runs (one row per workload and scheduler, as ``_one``
+    returns them): the summary over workloads, the paper's numbers beside it, the notes.
+
+    Parameters
+    ----------
+    kind : {"philly", "newtrace"}
+        Which half of Table 3.
+    runs : pandas.DataFrame
+        The simulations' rows; they may have been run apart (e.g. one workload at a time).
+    quick : bool, default False
+        Whether the runs are the quick variant (said in the notes).
+    wall_s : float, default 0.0
+        Wall seconds the runs took.
+    """
+    if kind not in WORKLOADS:
+        raise ValidationError(f"`kind` must be one of {sorted(WORKLOADS)}; got {kind!r}.")
+    name = "sia_table3" if kind == "philly" else "sia_table3_newtrace"
+    _, described = WORKLOADS[kind]
     summary = runs.groupby("scheduler", sort=False).agg(
         workloads=("workload", "count"), avg_jct_hours=("avg_jct_hours", "mean"),
         avg_jct_std_hours=("avg_jct_hours", "std"), makespan_std_hours=("makespan_hours", "std"),
         p99_jct_hours=("p99_jct_hours", "mean"), makespan_hours=("makespan_hours", "mean"),
         completed=("n_completed", "sum"), jobs=("n_jobs", "sum"), wall_s=("wall_s", "sum")).reset_index()
+    paper = PAPER_TABLE3[kind]
     for col, i in (("paper_avg_jct_hours", 0), ("paper_p99_jct_hours", 1), ("paper_makespan_hours", 2)):
-        summary[col] = [PAPER_TABLE3["philly"][s][i] if s in PAPER_TABLE3["philly"] else np.nan
-                        for s in summary["scheduler"]]
+        summary[col] = [paper[s][i] if s in paper else np.nan for s in summary["scheduler"]]
     avg = dict(zip(summary["scheduler"], summary["avg_jct_hours"]))
     order = "Sia < Pollux < Gavel" if avg["sia"] < avg["pollux"] < avg["gavel"] else "NOT Sia < Pollux < Gavel"
+    label = "Philly" if kind == "philly" else "newTrace"
     published = published_table([
-        {"claim": f"Philly avg JCT (h), {s}", "paper_value": PAPER_TABLE3["philly"][s][0],
+        {"claim": f"{label} avg JCT (h), {s}", "paper_value": paper[s][0],
          "ours": round(avg[s], 2), "source": PAPER_SOURCE} for s in ("sia", "pollux", "gavel")
     ] + [{"claim": "order of avg JCT", "paper_value": "Sia < Pollux < Gavel", "ours": order, "source": PAPER_SOURCE}])
-    notes = [("quick: Philly workload 1, first 48 jobs" if settings.quick else "Philly workloads 1-8, 160 jobs each"),
-             f"cluster: {SIA_TABLE3_CLUSTER} (GPUs, GPUs per server)",
-             f"Sia's simulator on the same 8 workloads (data README): {ARTIFACT_PHILLY}"]
-    return ExperimentResult("sia_table3", runs, summary, published, notes=notes, wall_s=time.perf_counter() - t0)
+    notes = [(f"quick: {label} workload 1, first {QUICK_JOBS} jobs" if quick else described),
+             f"cluster: {SIA_TABLE3_CLUSTER} (GPUs, GPUs per server)"]
+    if kind == "philly":
+        notes.append(f"Sia's simulator on the same 8 workloads (data README): {ARTIFACT_PHILLY}")
+    return ExperimentResult(name, runs, summary, published, notes=notes, wall_s=wall_s)
+
+
+def _map(fn: Any, tasks: list[tuple[str, int, int | None, str]], workers: int) -> list[dict[str, Any]]:
+    """``fn`` over ``tasks``, in ``workers`` fresh processes when more than one."""
+    if workers <= 1:
+        return [fn(t) for t in tasks]
+    # fresh interpreters with one BLAS thread each: the matrices are tiny, and BLAS threads
+    # of several workers only contend for the cores (see docs/adaptive.md)
+    env = {v: os.environ.get(v) for v in _BLAS_VARS}
+    os.environ.update({v: "1" for v in _BLAS_VARS if env[v] is None})
+    try:
+        with ProcessPoolExecutor(max_workers=workers, mp_context=multiprocessing.get_context("spawn")) as ex:
+            return list(ex.map(fn, tasks))
+    finally:
+        for v, old in env.items():
+            if old is None:
+                os.environ.pop(v, None)

@@ -50,12 +50,13 @@ would otherwise predict almost endless training), and a job still running past
 :math:`\max(x^* - x, \text{rest of the epoch})`.
 
 Prior. Before ``min_epochs`` (3) epochs have ended, or where the fit fails, the remaining
-work is the median progress at which finished jobs of the same model ended (the scheduler's
-own record of their last reported progress plus their last round's progress), less the
+work is the median progress at which finished jobs of the same model ended
+(:meth:`~hetsched.inputs.adaptive.AdaptiveJobs.ended_at`: what a finished job reported in
+all; a simulated job ends at its target), less the
 progress so far; with none finished, :math:`(m - 1)\,x` (``prior_multiple`` :math:`m = 2`:
 a job is believed half done), and always at least the rest of the current epoch (a job
-knows its epoch length). The simulated truth's completion (``AdaptiveProgress.completion``)
-is never used for an estimate; the progress so far comes from
+knows its epoch length). The completion of a job still running is never used for an
+estimate; the progress so far comes from
 :func:`~hetsched.schedulers.adaptive_base.prepare_state` like Pollux's.
 
 Speed model (§3.2)
@@ -278,9 +279,6 @@ class OptimusState(AdaptiveState):
         Job -> (epochs seen, ConvergenceFit or None) of its latest fit.
     active : set
         Jobs active at the last round planned (one that leaves the set has finished).
-    end_progress : dict
-        Job -> its progress at the end of the last round it ran (last reported progress plus
-        that round's progress).
     finished : dict
         Model name -> progress at which each finished job of the model ended.
     estimates : dict
@@ -292,7 +290,6 @@ class OptimusState(AdaptiveState):
 
     fits: dict[int, tuple[int, ConvergenceFit | None]] = field(default_factory=dict)
     active: set[int] = field(default_factory=set)
-    end_progress: dict[int, float] = field(default_factory=dict)
     finished: dict[str, list[float]] = field(default_factory=dict)
     estimates: dict[int, tuple[float, str]] = field(default_factory=dict)
     configs_of: dict[int, list[tuple[np.ndarray, ...]]] = field(default_factory=dict)
@@ -439,8 +436,8 @@ class Optimus:
     def _note_finished(self, state: OptimusState, view: RoundView, prog: Any) -> None:
         now = set(view.jobs.tolist())
         for j in sorted(state.active - now):
-            end = state.end_progress.get(j, state.progress.get(j))
-            if end is not None and end > 0:
+            end = prog.ended_at(j)
+            if end > 0:     # NaN (cancelled) is not
                 state.finished.setdefault(prog.models[j].model, []).append(float(end))
                 log.debug("job %s finished at progress %.1f (believed)", prog.names[j], end)
         state.active = now
@@ -504,17 +501,7 @@ class Optimus:
         return rows_for_choice(view, state, choice, batch, rate, info)
 
     def record_round(self, state: OptimusState, ran: RoundRows, seconds: np.ndarray) -> OptimusState:
-        """Note each job's progress at the end of the round (for the completion prior), then
-        learn from what ran (:func:`~hetsched.schedulers.adaptive_base.record`)."""
-        prog = state.beliefs.progress if state.beliefs is not None else None
-        if prog is not None:
-            for i in range(ran.n_rows):
-                j, k, g = int(ran.job[i]), int(ran.gpu_type[i]), int(ran.gpus[i])
-                s = float(seconds[i])
-                if s <= 0:
-                    continue
-                restart = 0.0 if state.current.get(j) == (k, g) else float(prog.restart_seconds[j])
-                state.end_progress[j] = state.progress.get(j, 0.0) + float(ran.rate[i]) * max(s - restart, 0.0)
+        """Learn from what ran (:func:`~hetsched.schedulers.adaptive_base.record`)."""
         return record(state, ran, seconds)
 
     def params(self) -> dict[str, Any]:
