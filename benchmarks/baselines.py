@@ -124,14 +124,17 @@ def restart_part(n_jobs: int, counts: dict[str, int], costs: list[float]) -> pd.
     return pd.DataFrame(rows)
 
 
-def plot(jcts, path: Path) -> None:
+def plot(jcts, path: Path, setup: str = "") -> None:
+    """The JCT CDF of every scheduler, one panel per workload; ``setup`` is the caption."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
+    from hetsched.sim.figure_layout import caption, figure_legend, plain_log_labels
+
     names = list(WORKLOADS)
-    fig, axes = plt.subplots(1, len(names), figsize=(6 * len(names), 4.5), sharey=True)
+    fig, axes = plt.subplots(1, len(names), figsize=(4.6 * len(names) + 2.2, 4.2), sharey=True, layout="constrained")
     for ax, wname in zip(np.atleast_1d(axes), names):
         pols = list(dict.fromkeys(p for w, _, p, _ in jcts if w == wname))
         colors = plt.cm.tab20(np.linspace(0, 1, 20))
@@ -142,12 +145,14 @@ def plot(jcts, path: Path) -> None:
                 ax.step(v, np.arange(1, v.size + 1) / v.size, where="post", label=pol, color=colors[(2 * i) % 20],
                         linestyle="-" if i < 10 else "--")
         ax.set_xscale("log")
+        plain_log_labels(ax.xaxis)
         ax.set_xlabel("JCT (hours, log scale)")
         ax.set_title(wname)
         ax.grid(alpha=0.3)
     np.atleast_1d(axes)[0].set_ylabel("fraction of jobs")
-    np.atleast_1d(axes)[-1].legend(fontsize=7, loc="lower right")
-    fig.tight_layout()
+    figure_legend(fig, list(np.atleast_1d(axes)))
+    if setup:
+        caption(fig, setup)
     path.parent.mkdir(parents=True, exist_ok=True)
     fig.savefig(path, dpi=110)
     plt.close(fig)
@@ -196,7 +201,10 @@ def main(argv: list[str] | None = None) -> int:
         rs.to_csv(RESTART_RESULTS, index=False)
         print(f"# wrote {RESTART_RESULTS}")
     if not args.no_plot:
-        plot(jcts, args.plot)
+        gpus = ", ".join(f"{v} {k}" for k, v in counts.items())
+        plot(jcts, args.plot, f"Cluster {gpus}; {n} jobs per workload, seeds {', '.join(map(str, seeds))}, "
+                              f"{ROUND_SECONDS:.0f} s rounds; "
+                              "elastic: the Philly mix at a quarter of the load; the completed jobs of every seed together.")
         print(f"# wrote {args.plot}")
     return 0
 

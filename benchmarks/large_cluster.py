@@ -293,9 +293,11 @@ def plot_policies(path: Path) -> None:
     import matplotlib.pyplot as plt
     import pandas as pd
 
+    from hetsched.sim.figure_layout import caption, figure_legend
+
     df = pd.read_csv(path)
     pols = [p for p in POLICIES if p in set(df.policy)]
-    fig, axes = plt.subplots(1, len(pols), figsize=(4 * len(pols), 3.6), squeeze=False)
+    fig, axes = plt.subplots(1, len(pols), figsize=(3.6 * len(pols) + 1.2, 3.6), squeeze=False, layout="constrained")
     for ax, pol in zip(axes[0], pols):
         for meth, style in (("structured", "o-"), ("highs-ipx", "s--")):
             d = df[(df.policy == pol) & (df.method == meth)].sort_values("jobs")
@@ -305,12 +307,14 @@ def plot_policies(path: Path) -> None:
             ok = d[done]
             ax.plot(ok.jobs, ok.seconds, style, label=meth)
             hit = d[~done]
-            ax.scatter(hit.jobs, hit.seconds, marker="x", color="k", zorder=5)
-        ax.set(xscale="log", yscale="log", xlabel="jobs (m = 10)", title=pol.replace("_", " "))
+            ax.scatter(hit.jobs, hit.seconds, marker="x", color="k", zorder=5,
+                       label="time limit / not optimal" if len(hit) else None)
+        ax.set(xscale="log", yscale="log", xlabel="jobs", title=pol.replace("_", " "))
         ax.grid(True, which="both", alpha=0.3)
-    axes[0][0].set_ylabel("seconds (x: limit / not optimal)")
-    axes[0][0].legend(fontsize=8)
-    fig.tight_layout()
+    axes[0][0].set_ylabel("seconds")
+    figure_legend(fig, list(axes[0]), first=["structured", "highs-ipx"])
+    caption(fig, "Random lognormal throughputs, m = 10 GPU types, about n/4 GPUs; one instance per size; wall "
+                 "seconds of hs.solve (build + solve); highs-ipx: the general LP path (IPX with crossover).")
     FIG_DIR.mkdir(parents=True, exist_ok=True)
     out = FIG_DIR / "scaling_policies.png"
     fig.savefig(out, dpi=110)
@@ -359,12 +363,15 @@ def plot(args) -> None:
     import matplotlib.pyplot as plt
     import pandas as pd
 
+    from hetsched.sim.figure_layout import caption, figure_legend
+
     df = pd.read_csv(args.out)
     df = df[df.policy == "max_min_fairness"]
     FIG_DIR.mkdir(parents=True, exist_ok=True)
     for wl in sorted(df.workload.unique()):
         sub = df[df.workload == wl]
-        fig, axes = plt.subplots(1, 2 * len(sub.types.unique()), figsize=(6 * len(sub.types.unique()) * 2 / 2, 4))
+        fig, axes = plt.subplots(1, 2 * len(sub.types.unique()), figsize=(3.3 * 2 * len(sub.types.unique()) + 1.4, 3.8),
+                                 layout="constrained")
         axes = np.atleast_1d(axes)
         for i, m in enumerate(sorted(sub.types.unique())):
             s = sub[sub.types == m]
@@ -374,16 +381,19 @@ def plot(args) -> None:
                 ok = d[d.status.isin(["optimal", "time_limit"])]
                 ax_t.plot(ok.jobs, ok.seconds, marker="o", label=meth)
                 hit = d[d.status == "time_limit"]
-                ax_t.scatter(hit.jobs, hit.seconds, marker="x", color="k", zorder=5)
+                ax_t.scatter(hit.jobs, hit.seconds, marker="x", color="k", zorder=5,
+                             label="time limit" if len(hit) else None)
                 q = d[d.status == "optimal"]
                 ax_q.plot(q.jobs, q.min_share_ratio, marker="o", label=meth)
-            ax_t.set(xscale="log", yscale="log", xlabel="jobs", ylabel="seconds (x: time limit)",
-                     title=f"{wl}, m = {m}: time")
+            ax_t.set(xscale="log", yscale="log", xlabel="jobs", ylabel="seconds", title=f"{wl}, m = {m}: time")
             ax_q.set(xscale="log", xlabel="jobs", ylabel="min share / optimum", title=f"{wl}, m = {m}: quality")
             ax_t.grid(True, which="both", alpha=0.3)
             ax_q.grid(True, alpha=0.3)
-        axes[0].legend(fontsize=7)
-        fig.tight_layout()
+        figure_legend(fig, list(axes), first=list(dict.fromkeys(sub.method)))
+        what = {"random": "random lognormal throughputs", "catalogue": "jobs drawn from an 80-row generated table "
+                "(identical jobs aggregated)"}.get(wl, wl)
+        caption(fig, f"Max-min fairness, {what}, about n/4 GPUs over m types; one instance per size; wall seconds "
+                     "of hs.solve (build + solve); quality: min normalized share / the exact optimum.")
         path = FIG_DIR / f"scaling_{wl}.png"
         fig.savefig(path, dpi=110)
         print("wrote", path)

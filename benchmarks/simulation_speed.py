@@ -25,6 +25,7 @@ Usage::
     python benchmarks/simulation_speed.py --quick   # small windows, a few minutes
     python benchmarks/simulation_speed.py           # the full run
     python benchmarks/simulation_speed.py --skip-speed --workers 1   # part 3 (Figure 8) only
+    python benchmarks/simulation_speed.py --plot-only   # draw the figure again from the CSV
 
 Writes ``benchmarks/results/simulation_speed.csv`` (parts 1 and 2) and
 ``benchmarks/results/simulation_fig8.csv`` (part 3).
@@ -172,9 +173,14 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--skip-speed", action="store_true",
                     help="skip parts 1 and 2 and leave simulation_speed.csv as it is (e.g. to re-run Figure 8 only)")
     ap.add_argument("--skip-reference", action="store_true")
+    ap.add_argument("--plot-only", action="store_true",
+                    help="only draw docs/simulator_fig8.png again from results/simulation_fig8.csv (full-run window)")
     args = ap.parse_args(argv)
-    cat, cat_name = gavel_catalogue(GAVEL_TABLE)
     window = (100, 400) if args.quick else (500, 1500)
+    if args.plot_only:
+        plot_fig8(pd.read_csv(RESULTS / "simulation_fig8.csv"), window)
+        return 0
+    cat, cat_name = gavel_catalogue(GAVEL_TABLE)
     print(f"simulation_speed: Gavel setup {GAVEL_CLUSTER}, {cat_name} throughputs, window {window}, "
           f"python {platform.python_version()}, {os.cpu_count()} CPUs (shared with other work)")
 
@@ -238,24 +244,32 @@ def main(argv: list[str] | None = None) -> int:
         with pd.option_context("display.width", 250, "display.float_format", "{:.2f}".format):
             print(show.to_string(index=False))
         print(f"  figure-8 sweep: {len(fig)} runs in {wall:.0f} s")
-        try:
-            import matplotlib
-
-            matplotlib.use("Agg")
-            from hetsched.sim import plots
-
-            ok = fig[fig["status"] == "window_done"]
-            ax = plots.jct_vs_load(ok, errorbars=False)
-            ax.set_title("36 V100 + 36 P100 + 36 K80, single-GPU jobs,\n"
-                         f"Gavel's throughputs, jobs {window[0]}-{window[1]}", fontsize="small")
-            bad = fig[fig["status"] != "window_done"]
-            for _, r in bad.iterrows():
-                ax.annotate("x", (r["load"], ax.get_ylim()[1] * 0.95), ha="center", color="grey")
-            ax.figure.savefig(FIGURE, dpi=120)
-            print(f"  wrote {FIGURE.relative_to(ROOT)}")
-        except ImportError:
-            print("  matplotlib not installed: no figure")
+        plot_fig8(fig, window)
     return 0
+
+
+def plot_fig8(table: pd.DataFrame, window: tuple[int, int]) -> None:
+    """``docs/simulator_fig8.png`` from the Figure-8 sweep table (``simulation_fig8.csv``);
+    a load whose runs did not drain their window is marked with a grey x at the top."""
+    try:
+        import matplotlib
+    except ImportError:
+        print("  matplotlib not installed: no figure")
+        return
+    matplotlib.use("Agg")
+    from hetsched.sim import plots
+    from hetsched.sim.figure_layout import caption
+
+    ax = plots.jct_vs_load(table[table["status"] == "window_done"], errorbars=False)
+    ax.set_title("Gavel Figure 8 setup: single-GPU jobs", fontsize="medium")
+    bad = table.loc[table["status"] != "window_done", "load"].unique()
+    for load in bad:
+        ax.annotate("x", (load, ax.get_ylim()[1] * 0.95), ha="center", color="grey")
+    marks = "; x: runs that did not drain the window" if len(bad) else ""
+    caption(ax.figure, f"{ax.figure.get_supxlabel()} Gavel's throughputs; jobs {window[0]}-{window[1]} "
+                       f"measured{marks}.")
+    ax.figure.savefig(FIGURE, dpi=120)
+    print(f"  wrote {FIGURE.relative_to(ROOT)}")
 
 
 if __name__ == "__main__":

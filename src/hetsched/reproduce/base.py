@@ -25,7 +25,7 @@ from ..inputs.throughputs import (
 from ..sim.bench import GAVEL_CLUSTER, gavel_catalogue
 from ..validation import check_bool, check_int
 
-__all__ = ["Experiment", "ExperimentResult", "Settings", "find_gavel_table", "throughput_table"]
+__all__ = ["Experiment", "ExperimentResult", "Settings", "find_gavel_table", "read_result", "throughput_table"]
 
 log = logging.getLogger(__name__)
 
@@ -150,3 +150,32 @@ class Experiment:
 def published_table(rows: list[Mapping[str, Any]]) -> pd.DataFrame:
     """The ``published`` table: one row per sourced statement (claim, value, source)."""
     return pd.DataFrame(list(rows), columns=["claim", "paper_value", "ours", "source"])
+
+
+def read_result(name: str, directory: str | Path) -> ExperimentResult:
+    """An experiment's result read back from the CSV files it wrote into ``directory``
+    (``<name>.csv``, ``<name>_summary.csv``, ``<name>_published.csv`` and any other
+    ``<name>_<key>.csv`` as ``extra[key]``, except the files of another experiment whose
+    name starts with this one's): enough to draw its figure again without running it.
+    Notes and wall time are not stored, so they are empty.
+
+    Raises
+    ------
+    DataNotFoundError
+        ``<name>.csv`` or ``<name>_summary.csv`` is not in ``directory``.
+    """
+    d = Path(directory)
+
+    def read(path: Path) -> pd.DataFrame:
+        return pd.read_csv(path, keep_default_na=False, na_values=["", "nan", "NaN"])
+
+    for need in (d / f"{name}.csv", d / f"{name}_summary.csv"):
+        if not need.is_file():
+            raise DataNotFoundError(f"no {need.name} in {str(d)!r}: run `python -m hetsched reproduce {name} "
+                                    f"--out {d}` first.")
+    keys = [p.stem[len(name) + 1:] for p in sorted(d.glob(f"{name}_*.csv"))]
+    others = [k for k in keys if (d / f"{name}_{k}_summary.csv").is_file()]
+    tables = {k: read(d / f"{name}_{k}.csv") for k in keys
+              if not any(k == o or k.startswith(f"{o}_") for o in others)}
+    return ExperimentResult(name, read(d / f"{name}.csv"), tables.pop("summary"),
+                            tables.pop("published", pd.DataFrame()), extra=tables)

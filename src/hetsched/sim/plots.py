@@ -5,6 +5,12 @@ Each function draws on ``ax`` (a new figure when None) and returns the Axes
 is shown or saved (``ax.figure.savefig(path)`` does that). Several runs overlay when given
 as a list or a mapping label -> result; :func:`run_labels` names runs after their config.
 
+Layout: figures use constrained layout, legends sit right of the axes (never over the
+data or a title), and a figure a function makes itself carries a caption line with the
+setup it knows (cluster, workload, measured jobs, seeds; :mod:`.figure_layout`). No text
+overlaps any other: :func:`hetsched.sim.figure_check.overlapping_text` checks it, and the
+tests run it on every figure the command line writes.
+
 Utilization is smoothed by a **centred rolling window of simulated time**: the busy
 GPU-seconds of the rounds whose midpoint lies within ``window_hours / 2`` of a point,
 divided by the GPU-seconds available there (a time-weighted mean, exact for rounds of
@@ -29,9 +35,17 @@ import numpy as np
 import pandas as pd
 
 from ..errors import ValidationError
+from .figure_layout import (
+    caption,
+    dodge,
+    dodge_step,
+    figure_legend,
+    legend_outside,
+    plain_log_labels,
+)
 
-__all__ = ["ftf_cdf", "jct_cdf", "jct_vs_load", "run_labels", "smoothed_utilization", "solver_time_vs_size",
-           "utilization_by_type", "utilization_over_time"]
+__all__ = ["ftf_cdf", "jct_cdf", "jct_vs_load", "run_labels", "runs_setup", "smoothed_utilization",
+           "solver_time_vs_size", "sweep_setup", "utilization_by_type", "utilization_over_time"]
 
 
 def _plt():
@@ -44,11 +58,105 @@ def _plt():
     return plt
 
 
-def _axes(ax):
-    if ax is None:
-        plt = _plt()
-        _, ax = plt.subplots(figsize=(5.0, 3.5), layout="constrained")
-    return ax
+def _axes(ax) -> tuple[Any, bool]:
+    """``(ax, True)`` on a new figure when ``ax`` is None, else ``(ax, False)``."""
+    if ax is not None:
+        return ax, False
+    _, ax = _plt().subplots(figsize=(5.5, 3.5), layout="constrained")
+    return ax, True
+
+
+def _distinct(values: Sequence[Any]) -> str:
+    """The distinct values, comma-separated, in order of appearance."""
+    return ", ".join(dict.fromkeys(str(v) for v in values))
+
+
+def _seeds(values: Sequence[Any]) -> str:
+    """``"seed 0"``, ``"seeds 0-2"`` (consecutive) or ``"seeds 0, 4"`` (no-break spaces)."""
+    seeds = sorted({int(v) for v in values})
+    if len(seeds) == 1:
+        return f"seed\u00a0{seeds[0]}"
+    if seeds == list(range(seeds[0], seeds[-1] + 1)):
+        return f"seeds\u00a0{seeds[0]}-{seeds[-1]}"
+    return "seeds\u00a0" + ",\u00a0".join(map(str, seeds))
+
+
+def _cluster_text(cluster: Any) -> str:
+    """``"v100=8, k80=8"`` from a mapping of counts or the label ``"v100=8,k80=8"`` (with
+    no-break spaces: a caption wraps before or after a cluster, not inside it)."""
+    if isinstance(cluster, Mapping):
+        return ",\u00a0".join(f"{k}={v}" for k, v in cluster.items())
+    return str(cluster).replace(",", ",\u00a0")
+
+
+def runs_setup(results: Any) -> str:
+    """The setup of simulation results in words, for a caption: cluster, workload, measured
+    jobs, seeds and round length (each once when the runs share it, else their values).
+
+    Parameters
+    ----------
+    results : SimulationResult, list or mapping label -> result
+        DataFrames among them (jobs tables) carry no setup and are left out.
+
+    Returns
+    -------
+    str
+    """
+    configs = [r.config for r in _results(results).values() if not isinstance(r, pd.DataFrame)]
+    if not configs:
+        return ""
+    parts = {"cluster": [], "workload": [], "measured": [], "seed": [], "rounds": []}
+    for c in configs:
+        meta = c.get("workload_meta") or {}
+        if c.get("cluster") is not None:
+            parts["cluster"].append(_cluster_text(c["cluster"]))
+        if c.get("workload") == "generated" and meta:
+            parts["workload"].append(f"{meta.get('n_jobs', c.get('n_jobs'))} generated {meta.get('generator', '')} "
+                                     f"jobs at {meta.get('rate_per_hour', float('nan')):g}/h")
+        elif c.get("workload") is not None:
+            parts["workload"].append(f"{c.get('n_jobs')} jobs of {c['workload']}")
+        window = c.get("window")
+        parts["measured"].append("all jobs measured" if window is None else f"jobs {window[0]}-{window[1]} measured")
+        if c.get("seed") is not None:
+            parts["seed"].append(c["seed"])
+        if c.get("round_seconds") is not None:
+            parts["rounds"].append(f"{float(c['round_seconds']):g} s")
+    text = [f"cluster {_distinct(parts['cluster'])}" if parts["cluster"] else "", _distinct(parts["workload"]),
+            _distinct(parts["measured"]), _seeds(parts["seed"]) if parts["seed"] else "",
+            f"rounds {_distinct(parts['rounds'])}" if parts["rounds"] else ""]
+    return "; ".join(t for t in text if t)
+
+
+def sweep_setup(sweep_df: pd.DataFrame, *, cluster: Any = None) -> str:
+    """The setup of a sweep table in words, for a caption: cluster, jobs per run, measured
+    window and seeds, from the columns it has.
+
+    Parameters
+    ----------
+    sweep_df : DataFrame
+        What :func:`hetsched.sim.sweep` returns (or its ``sweep.csv``).
+    cluster : mapping of GPU type -> count, optional
+        The cluster to state when the table has no ``cluster`` column.
+
+    Returns
+    -------
+    str
+    """
+    if not isinstance(sweep_df, pd.DataFrame):
+        raise ValidationError(f"`sweep_df` must be the table hetsched.sweep() returns (a DataFrame); got "
+                              f"{type(sweep_df).__name__}.")
+    text = []
+    if "cluster" in sweep_df:
+        text.append(f"cluster {_distinct(_cluster_text(c) for c in sweep_df['cluster'])}")
+    elif cluster is not None:
+        text.append(f"cluster {_cluster_text(cluster)}")
+    if "n_jobs" in sweep_df:
+        text.append(f"{_distinct(sweep_df['n_jobs'])} jobs per run")
+    if "window" in sweep_df:
+        text.append(f"jobs {_distinct(sweep_df['window'])} measured")
+    if "seed" in sweep_df and len(sweep_df):
+        text.append(_seeds(sweep_df["seed"]))
+    return "; ".join(text)
 
 
 def _results(results: Any, *, frames: bool = True) -> dict[str, Any]:
@@ -96,14 +204,6 @@ def _jobs(r: Any) -> pd.DataFrame:
     return df
 
 
-def _legend(ax) -> None:
-    """The legend above the axes (never over the data), up to two columns."""
-    handles, labels = ax.get_legend_handles_labels()
-    if handles:
-        ax.legend(handles, labels, fontsize="small", loc="lower left", bbox_to_anchor=(0.0, 1.01),
-                  ncol=1 if len(labels) < 3 or max(map(len, labels)) > 30 else 2, frameon=False, borderaxespad=0.0)
-
-
 def _cdf(ax, values: np.ndarray, label: str) -> None:
     v = np.sort(values[np.isfinite(values)])
     if v.size == 0:
@@ -123,11 +223,12 @@ def jct_cdf(results: Any, *, ax=None, hours: bool = True, log_x: bool = True):
         JCT in hours (else seconds).
     log_x : bool, default True
     """
-    ax = _axes(ax)
-    for label, r in _results(results).items():
+    ax, own = _axes(ax)
+    runs = _results(results)
+    for label, r in runs.items():
         jct = _jobs(r)["jct_s"].to_numpy(dtype=float)
         _cdf(ax, jct / 3600 if hours else jct, str(label))
-    return _finish_cdf(ax, "JCT (hours)" if hours else "JCT (s)", log_x)
+    return _finish_cdf(ax, "JCT (hours)" if hours else "JCT (s)", log_x, runs_setup(runs) if own else None)
 
 
 def ftf_cdf(results: Any, *, ax=None, threshold: float = 1.05, log_x: bool | None = None):
@@ -143,25 +244,37 @@ def ftf_cdf(results: Any, *, ax=None, threshold: float = 1.05, log_x: bool | Non
         Logarithmic ρ axis; default: when the largest ρ is over 20 times the smallest
         (a FIFO run beside fair policies spans two decades).
     """
-    ax = _axes(ax)
-    values = {str(label): _jobs(r)["ftf"].to_numpy(dtype=float) for label, r in _results(results).items()}
+    ax, own = _axes(ax)
+    runs = _results(results)
+    values = {str(label): _jobs(r)["ftf"].to_numpy(dtype=float) for label, r in runs.items()}
     for label, v in values.items():
         _cdf(ax, v, label)
     finite = np.concatenate([v[np.isfinite(v) & (v > 0)] for v in values.values()] or [np.zeros(0)])
     if log_x is None:
         log_x = finite.size > 0 and finite.max() > 20 * finite.min()
     ax.axvline(threshold, color="grey", ls="--", lw=1, label=f"ρ = {threshold:g}")
-    return _finish_cdf(ax, "finish-time fairness ρ (JCT / isolated-share time)", log_x)
+    return _finish_cdf(ax, "finish-time fairness ρ (JCT / isolated-share time)", log_x,
+                       runs_setup(runs) if own else None)
 
 
-def _finish_cdf(ax, xlabel: str, log_x: bool):
-    """Label, scale, grid and legend of a CDF plot; returns ``ax``."""
+def _caption(fig: Any, *parts: str) -> None:
+    """The non-empty ``parts`` as the figure's caption, one sentence (none when all are empty)."""
+    text = "; ".join(p for p in parts if p)
+    if text:
+        caption(fig, text[0].upper() + text[1:] + ".")
+
+
+def _finish_cdf(ax, xlabel: str, log_x: bool, setup: str | None):
+    """Label, scale, grid, legend (and, with ``setup``, the caption) of a CDF plot; returns ``ax``."""
     ax.set_xlabel(xlabel)
     ax.set_ylabel("fraction of jobs")
     if log_x:
         ax.set_xscale("log")
+        plain_log_labels(ax.xaxis)
     ax.grid(alpha=0.3)
-    _legend(ax)
+    legend_outside(ax)
+    if setup is not None:
+        _caption(ax.figure, "CDF over the measured jobs", setup)
     return ax
 
 
@@ -273,7 +386,7 @@ def utilization_over_time(result: Any, *, ax=None, per_type: bool = True, smooth
         simulated span, at least one round).
     """
     cols = list(_result(result).gpu_types) if per_type else []
-    ax = _axes(ax)
+    ax, own = _axes(ax)
     if smooth_rounds is not None:
         u = result.utilization_over_time()
         x = u["start"].to_numpy(dtype=float) / 3600
@@ -291,7 +404,9 @@ def utilization_over_time(result: Any, *, ax=None, per_type: bool = True, smooth
     ax.set_ylabel("GPUs busy (fraction)")
     ax.set_ylim(0, 1.05)
     ax.grid(alpha=0.3)
-    ax.legend(fontsize="small", loc="lower left", bbox_to_anchor=(0.0, 1.01), ncol=4, frameon=False, borderaxespad=0.0)
+    legend_outside(ax)
+    if own:
+        _caption(ax.figure, runs_setup(result))
     return ax
 
 
@@ -337,9 +452,9 @@ def utilization_by_type(results: Any, *, window_hours: float | None = None, gpu_
         ax.set_xlabel("simulated time (hours)")
     for ax in axes[:, 0]:
         ax.set_ylabel("GPUs busy (fraction)")
-    handles, labels = axes.flat[0].get_legend_handles_labels()
-    fig.legend(handles, labels, loc="outside lower center", ncol=min(len(labels), 3), fontsize="small", frameon=False)
+    figure_legend(fig, list(axes.flat[:len(panels)]))
     fig.suptitle(f"Utilization, centred mean over {_window_text(window_hours)} of simulated time", fontsize="medium")
+    _caption(fig, runs_setup(runs))
     return fig
 
 
@@ -371,33 +486,47 @@ def jct_vs_load(sweep_df: pd.DataFrame, *, ax=None, x: str = "load", y: str = "a
     for col in (x, y, hue):
         if col not in df:
             raise ValidationError(f"the sweep table has no column {col!r} to plot; its columns: {list(df.columns)}.")
-    ax = _axes(ax)
-    spread = 0
-    for label, g in df.groupby(hue, sort=False):
-        st = g.groupby(x)[y].agg(["mean", "std", "count"]).sort_index()
-        if errorbars and (st["count"] > 1).any():
-            ax.errorbar(st.index, st["mean"], yerr=st["std"].fillna(0), marker="o", capsize=3, label=str(label))
-            spread = max(spread, int(st["count"].max()))
+    ax, own = _axes(ax)
+    stats = [(label, g.groupby(x)[y].agg(["mean", "std", "count"]).sort_index())
+             for label, g in df.groupby(hue, sort=False)]
+    spread = max((int(st["count"].max()) for _, st in stats if len(st)), default=0) if errorbars else 0
+    spread = spread if spread > 1 else 0
+    shifted = spread and len(stats) > 1
+    step = dodge_step(np.concatenate([st.index.to_numpy(dtype=float) for _, st in stats] or [np.zeros(0)]), len(stats))
+    for i, (label, st) in enumerate(stats):
+        at = dodge(st.index, i, len(stats), step=step) if shifted else st.index
+        if spread:
+            ax.errorbar(at, st["mean"], yerr=st["std"].fillna(0), marker="o", capsize=3, label=str(label))
         else:
-            ax.plot(st.index, st["mean"], marker="o", label=str(label))
+            ax.plot(at, st["mean"], marker="o", label=str(label))
     ax.set_xlabel("input job rate (jobs/hour)" if x == "load" else x)
     ylabel = "average JCT (hours)" if y == "avg_jct_hours" else y
-    ax.set_ylabel(ylabel + (f"\nmean ± s.d. over up to {spread} runs per point" if spread else ""))
+    note = f"mean ± s.d. over up to {spread} runs per point" if spread else ""
     ax.grid(alpha=0.3)
-    _legend(ax)
+    legend_outside(ax)
+    if own:
+        ax.set_ylabel(ylabel)
+        offset = "series offset sideways so their error bars stand apart" if shifted else ""
+        _caption(ax.figure, sweep_setup(df), note, offset)
+    else:
+        ax.set_ylabel(ylabel + (f"\n{note}" if note else ""))
     return ax
 
 
 def solver_time_vs_size(results: Any, *, ax=None, size: str = "solve_jobs"):
     """Per-solve wall time against problem size (active jobs, or ``size="solve_classes"``)."""
-    ax = _axes(ax)
-    for label, r in _results(results).items():
+    ax, own = _axes(ax)
+    runs = _results(results)
+    for label, r in runs.items():
         rounds = r.rounds if not isinstance(r, pd.DataFrame) else r
         solved = rounds[rounds["solved"].astype(bool)]
         ax.scatter(solved[size], solved["solve_s"] * 1e3, s=8, alpha=0.6, label=str(label))
     ax.set_xlabel("active jobs per solve" if size == "solve_jobs" else "job classes per solve")
     ax.set_ylabel("solve time (ms)")
     ax.set_yscale("log")
+    plain_log_labels(ax.yaxis)
     ax.grid(alpha=0.3)
-    _legend(ax)
+    legend_outside(ax)
+    if own:
+        _caption(ax.figure, "one point per solve", runs_setup(runs))
     return ax
