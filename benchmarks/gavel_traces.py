@@ -77,7 +77,7 @@ def main(argv: list[str] | None = None) -> int:
     # (scale factors up to 64; Gavel crashes on them): skip them explicitly; the count is in
     # the row label below and in meta["load_report"].
     msr = load_trace(DATA / "traces" / "msr" / "seed=0" / f"{args.msr}.trace", throughputs=cat, on_bad_rows="skip")
-    skipped = len(msr.meta.get("skipped", []))
+    skipped = len(msr.meta.get("skipped", [])) + msr.meta.get("skipped_left_out", 0)
     if args.max_jobs:
         msr = msr.head(args.max_jobs)
     spec = json.loads((DATA / "traces" / "msr" / "cluster_specs.json").read_text())

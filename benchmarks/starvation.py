@@ -43,14 +43,14 @@ CLUSTER = {"v100": 4, "p100": 4, "k80": 4}
 
 def longest_wait(result) -> float:
     """Longest gap (s) between a job's arrival or the end of one of its runs and its next run."""
-    runs = result.runs.sort_values(["job", "t_start"])
+    runs = result.runs.sort_values(["job", "start_s"])
     arrival = result.jobs["arrival_s"].to_numpy()
     job = runs["job"].to_numpy()
-    start = runs["t_start"].to_numpy()
+    start = runs["start_s"].to_numpy()
     prev_end = np.empty_like(start)
     first = np.r_[True, job[1:] != job[:-1]]
     prev_end[first] = arrival[job[first]]
-    prev_end[~first] = runs["t_end"].to_numpy()[:-1][~first[1:]]
+    prev_end[~first] = runs["end_s"].to_numpy()[:-1][~first[1:]]
     return float((start - prev_end).max()) if start.size else 0.0
 
 

@@ -351,7 +351,7 @@ def test_one_job_piecewise_rate_jct(root: Path) -> None:
     log = res.runs.sort_values("round")
     done = 0.0
     for row in log.itertuples():
-        secs = 60.0 - row.restart
+        secs = 60.0 - row.restart_s
         if row.Index != log.index[-1]:
             assert row.steps == pytest.approx(integrate("toy", "aws", 1, 1, 200, done, secs), rel=1e-9)
         done += row.steps
@@ -369,7 +369,7 @@ def _check_restarts(res: Any, w: AdaptiveWorkload) -> None:
             cfg = (int(e.gpu_type), int(e.gpus))
             new = prev is None or prev[0] != e.round - 1 or prev[1] != cfg
             want = RESTART[models[j]] if new else 0.0
-            assert e.restart == pytest.approx(want), (j, e.round, cfg, prev)
+            assert e.restart_s == pytest.approx(want), (j, e.round, cfg, prev)
             count += new
             secs += want
             prev = (e.round, cfg)
@@ -398,7 +398,7 @@ def test_ledger_per_job_restart_seconds() -> None:
         led.progress(rr, np.zeros(len(rows), bool), np.zeros(len(rows), bool), active, 60.0 * rnd, 60.0, rnd,
                      fluid=False)
     log = led.run_frame()
-    assert log.restart.tolist() == [10.0, 20.0, 0.0, 0.0, 10.0, 20.0, 0.0, 0.0, 20.0]
+    assert log.restart_s.tolist() == [10.0, 20.0, 0.0, 0.0, 10.0, 20.0, 0.0, 0.0, 20.0]
     assert log.steps.tolist() == [50.0, 40.0, 60.0, 60.0, 50.0, 40.0, 60.0, 60.0, 40.0]
     assert log.batch_size.tolist() == [0, 64, 0, 128, 0, 128, 0, 0, 128]
     assert led.restarts.tolist() == [2, 3] and led.restart_sec.tolist() == [20.0, 60.0]
@@ -452,7 +452,7 @@ def _check_run(res: Any, w: AdaptiveWorkload, cap: dict[str, int], adaptive: boo
             b = int(e.batch_size) or int(f["batch_size"].iloc[j])
             if adaptive:
                 assert prof.init_batch_size <= e.batch_size <= prof.max_batch_size, (j, e.round, e.batch_size)
-            want = integrate(m, machine, n, k, b, done, 60.0 - e.restart)
+            want = integrate(m, machine, n, k, b, done, 60.0 - e.restart_s)
             assert e.steps == pytest.approx(want, rel=1e-9, abs=1e-9), (j, e.round)
             done += e.steps
 

@@ -86,7 +86,8 @@ def test_skip_drops_them_with_a_warning_and_counts_them_in_the_provenance(tmp_pa
     rep = tr.meta["load_report"]
     assert rep["on_bad_rows"] == "skip" and rep["rows"] == 96 and rep["kept"] == 67
     assert rep["dropped"] == {"no_throughput_row": 29} and rep["malformed"] == {}
-    assert tr.meta["no_throughput_row"] == 29 and len(tr.meta["skipped"]) == 29
+    assert tr.meta["no_throughput_row"] == 29 and len(tr.meta["skipped"]) == 20   # the first 20 listed
+    assert tr.meta["skipped_counts"] == {"no_throughput_row": 29} and tr.meta["skipped_left_out"] == 9
     warned = [r for r in caplog.records if r.levelno == logging.WARNING and "trace_96.trace" in r.getMessage()]
     assert len(warned) == 1 and "{'no_throughput_row': 29}" in warned[0].getMessage()
     # the counts travel into the simulation's config (summary.json and provenance.json)
@@ -285,3 +286,129 @@ def test_gavel_table_and_traces_load_by_default(caplog):
     tr = read_gavel_trace(msr, cat, on_bad_rows="skip")
     assert tr.meta["load_report"]["dropped"] == {"no_throughput_row": 63} and tr.n_jobs == 1937
     assert np.isfinite(tr.arrival_times).all()
+
+
+# ------------------------------------------------------------------------------ --missing on the command line
+def _incomplete_table(tmp_path: Path) -> Path:
+    """The fixture's table without K80's row for LM on 2 GPUs."""
+    raw = json.loads(TPUT.read_text())
+    del raw["k80"][f"('{LM}', 2)"]
+    return _write(tmp_path, raw, "incomplete.json")
+
+
+SMALL = ["--cluster", "v100=4,p100=4,k80=4"]
+
+
+@pytest.mark.parametrize("argv", [
+    ["simulate", "--jobs", "6", "--long-job-prob", "0", "--no-progress", *SMALL],
+    ["solve", "--jobs", "6", *SMALL],
+    ["sweep", "--policies", "fifo", "--loads", "6", "--jobs", "4", "--long-job-prob", "0", "--workers", "1",
+     "--no-progress", *SMALL],
+    ["simulate", "--trace", str(FIX / "gavel_small.trace"), "--policy", "fifo", "--no-progress", *SMALL],
+    ["sweep", "--trace", str(FIX / "gavel_small.trace"), "--policies", "fifo", "--workers", "1", "--no-progress",
+     *SMALL],
+    ["demo", "--jobs", "4", "--policies", "fifo", "--gpus-per-type", "4"],
+    ["bench", "--loads", "6", "--window", "2", "4"],
+], ids=["simulate", "solve", "sweep", "simulate-trace", "sweep-trace", "demo", "bench"])
+def test_cli_missing_switch_for_an_incomplete_table(tmp_path, capsys, argv):
+    """There was no command-line switch for ``missing=``: an incomplete table could only be an
+    error. Default: exit 2 naming the row, the GPU type and the switch; ``--missing zero`` runs."""
+    table = _incomplete_table(tmp_path)
+    code, out, err = _cli(capsys, *argv, "--throughputs", table)
+    assert code == 2 and err.count("\n") == 1, err
+    assert "1 row(s) (job type, scale factor) have no isolated throughput on some GPU type" in err
+    assert f"('{LM}', 2) on ['k80']" in err and "--missing zero" in err
+    code, out, err = _cli(capsys, *argv, "--throughputs", table, "--missing", "zero")
+    assert code == 0, err
+    code, out, err = _cli(capsys, *argv, "--throughputs", TPUT, "--missing", "raise")   # a complete table: as before
+    assert code == 0, err
+
+
+def test_cli_missing_without_a_table_and_with_a_config(tmp_path, capsys):
+    code, _, err = _cli(capsys, "simulate", "--jobs", "3", "--missing", "zero")
+    assert code == 2 and "`--missing zero` applies to the throughput table of `--throughputs`" in err
+    assert "none is given" in err
+    code, _, err = _cli(capsys, "simulate", "--missing", "maybe")
+    assert code == 2 and "argument --missing: invalid choice: 'maybe'" in err
+    table = _incomplete_table(tmp_path)
+    cfg = tmp_path / "exp.toml"
+    body = (f'policy = "fifo"\n[cluster]\nv100 = 4\np100 = 4\nk80 = 4\n[workload]\nn_jobs = 4\nload = 6.0\n'
+            f'long_job_prob = 0.0\nthroughputs = "{table}"\n')
+    cfg.write_text(body)
+    code, _, err = _cli(capsys, "simulate", "--config", cfg)
+    assert code == 2 and "no isolated throughput" in err and 'missing = "zero" in [workload]' in err
+    assert _cli(capsys, "simulate", "--config", cfg, "--missing", "zero")[0] == 0
+    cfg.write_text(body + 'missing = "zero"\n')
+    assert _cli(capsys, "simulate", "--config", cfg)[0] == 0
+    gen = tmp_path / "gen.toml"
+    gen.write_text('policy = "fifo"\n[cluster]\nv100 = 4\n[workload]\nn_jobs = 4\nload = 6.0\n')
+    code, _, err = _cli(capsys, "simulate", "--config", gen, "--missing", "zero")
+    assert code == 2 and "`--missing zero` applies to a throughput table" in err and "names none" in err
+    gen.write_text(gen.read_text() + 'missing = "zero"\n')
+    code, _, err = _cli(capsys, "simulate", "--config", gen)
+    assert code == 2 and "[workload] `missing` ('zero') applies to its `throughputs` table" in err
+
+
+def test_cli_missing_is_in_the_help(capsys):
+    for command in ("simulate", "solve", "sweep", "demo", "bench"):
+        assert main([command, "--help"]) == 0
+        text = " ".join(capsys.readouterr().out.split())
+        assert "--missing {raise,zero}" in text and "'zero' reads it as throughput 0 there" in text, command
+
+
+def test_bench_refuses_a_throughputs_file_that_does_not_exist(tmp_path, capsys):
+    """It used to fall back to the generated table without a word."""
+    code, _, err = _cli(capsys, "bench", "--throughputs", tmp_path / "nope.json")
+    assert code == 2 and "`--throughputs` must be an existing Gavel-format throughput JSON file" in err
+    assert "nope.json" in err
+
+
+# ------------------------------------------------------------------------------ meta["skipped"] on a big trace
+def test_skipped_keeps_counts_and_the_first_messages_of_many_bad_rows(tmp_path):
+    """``meta["skipped"]`` held the message of every dropped row: on a trace with thousands of
+    bad rows, thousands of messages in every result's summary.json and provenance.json."""
+    rows = []
+    for i in range(3000):
+        t = f"2020-04-01 {i // 3600:02d}:{i // 60 % 60:02d}:{i % 60:02d}"
+        if i % 3 == 0:
+            rows.append(f"ok{i},u,1,6,1,COMPLETED,{t},{t},{t},600,vc1\n")
+        elif i % 3 == 1:
+            rows.append(f"nan{i},u,1,6,1,COMPLETED,{t},{t},,nan,vc1\n")          # unfinished
+        else:
+            rows.append(f"bad{i},u,x{i},6,1,COMPLETED,{t},{t},{t},600,vc1\n")     # malformed gpu_num
+    p = tmp_path / "cluster_log.csv"
+    p.write_text(HELIOS_HEADER + "".join(rows))
+    t = read_helios_trace(p, on_bad_rows="skip")
+    assert len(t) == 1000
+    meta = t.attrs["meta"]
+    assert len(meta["skipped"]) == 20 and meta["skipped_left_out"] == 1980
+    assert sum(meta["skipped_counts"].values()) == 2000 and meta["skipped_counts"]["unfinished"] == 1000
+    assert meta["load_report"]["dropped"] == {"unfinished": 1000}
+    assert sum(meta["load_report"]["malformed"].values()) == 1000
+    assert all(len(v) <= 3 for v in meta["load_report"]["examples"].values())
+    # the first 20 bad rows, found in the order the readers found them, each naming its line
+    assert all(s.startswith(f"{p}: line ") for s in meta["skipped"])
+    # into a simulation's summary.json and provenance.json: kilobytes, not every message
+    tr = load_trace(p, throughputs=TPUT, on_bad_rows="skip")
+    assert tr.meta["skipped_left_out"] == 1980 and len(tr.meta["skipped"]) == 20
+    res = hs.simulate("fifo", tr.head(3), hs.Cluster({"v100": 2, "p100": 2, "k80": 2}))
+    d = res.to_dir(tmp_path / "out")
+    assert (d / "summary.json").stat().st_size < 20_000 and (d / "provenance.json").stat().st_size < 20_000
+    wm = json.loads((d / "summary.json").read_text())["config"]["workload_meta"]
+    assert wm["skipped_left_out"] == 1980 and wm["skipped_counts"] == meta["skipped_counts"]
+
+
+def test_skipped_messages_are_built_only_for_the_rows_listed(monkeypatch):
+    """A check's message is built for at most N_LISTED rows, however many rows fail it."""
+    from hetsched.inputs.traces.load_report import N_LISTED, LoadReport, RowChecks
+
+    calls = []
+    rep = LoadReport("big.csv", on_bad_rows="skip")
+    chk = RowChecks(rep, [f"line {i + 2}" for i in range(100_000)])
+    bad = np.zeros(100_000, dtype=bool)
+    bad[::2] = True
+    chk.fail(bad, "unfinished", lambda i: calls.append(i) or f"row {i}")
+    chk.resolve()
+    rep.kept = 50_000
+    assert len(calls) == N_LISTED == 20 and calls == list(range(0, 40, 2))
+    assert rep.counts["dropped"] == {"unfinished": 50_000} and len(rep.skipped) == 20

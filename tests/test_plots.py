@@ -74,7 +74,7 @@ def test_jct_cdf_lines_are_the_measured_jobs(runs):
 
 def _fake_result(busy, seconds, capacity=2):
     starts = np.concatenate([[0.0], np.cumsum(seconds)[:-1]])
-    rounds = pd.DataFrame({"start": starts, "seconds": seconds, "busy_v100": busy})
+    rounds = pd.DataFrame({"start_s": starts, "seconds": seconds, "gpu_seconds_v100": busy})
     return SimulationResult(jobs=pd.DataFrame(), rounds=rounds, runs=None, summary={}, config={"policy": "x"},
                             versions={}, gpu_types=("v100",), capacities=np.array([float(capacity)]))
 

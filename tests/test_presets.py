@@ -33,7 +33,7 @@ def test_gavel_preset_arrival_waits_for_the_reset_interval() -> None:
     assert _start(res, "b") == 2160.0
     assert float(res.jobs.set_index("job_id").loc["b", "finish_s"]) == 2520.0
     # solves: at 0; at 2,160 (b arrived); b's completion at 2,520 waits for 2,160 + 1,920 -> 4,320
-    assert res.rounds.loc[res.rounds["solved"], "start"].tolist() == [0.0, 2160.0, 4320.0]
+    assert res.rounds.loc[res.rounds["solved"], "start_s"].tolist() == [0.0, 2160.0, 4320.0]
     assert res.config["min_solve_interval"] == 1920.0 and res.config["arrivals"] == "wait"
     assert check_simulation(res) == []
 

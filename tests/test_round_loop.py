@@ -45,7 +45,7 @@ def test_space_sharing_strictly_shortens_the_makespan() -> None:
     assert shared.jobs["jct_s"].tolist() == pytest.approx([4800.0, 4800.0])
     runs = shared.runs
     assert (runs["partner"] >= 0).all()  # every entry is the pair: one GPU, counted once
-    assert shared.rounds["busy_v100"].max() == pytest.approx(360.0)
+    assert shared.rounds["gpu_seconds_v100"].max() == pytest.approx(360.0)
     assert check_simulation(shared, rate_bound=lambda j, p, k, g: 0.75) == []
     assert check_simulation(alone) == []
 
@@ -100,7 +100,7 @@ def test_restart_cost_charged_on_every_resume() -> None:
     jobs = hs.JobSet([[1.0], [1.0]], gpu_types=["v100"], steps_remaining=[1000.0, 1000.0])
     res = hs.simulate("max_min_fairness", jobs, hs.Cluster({"v100": 1}), options=SimOptions(restart_seconds=60.0))
     runs = res.runs
-    assert (runs["restart"] == 60.0).all()
+    assert (runs["restart_s"] == 60.0).all()
     assert res.jobs["restarts"].sum() == len(runs)
     free = hs.simulate("max_min_fairness", jobs, hs.Cluster({"v100": 1}))
     assert res.summary["makespan_s"] > free.summary["makespan_s"]

@@ -133,7 +133,7 @@ def test_periodic_reallocation_carves_shares_for_arrivals():
                    options=hs.SimOptions(reallocate=1920.0))
     assert res.summary["n_completed"] == 30
     solved = res.rounds[res.rounds["solved"]]
-    assert (np.diff(solved["start"]) >= 1920.0 - 1e-6).all()
+    assert (np.diff(solved["start_s"]) >= 1920.0 - 1e-6).all()
     assert check_simulation(res) == []
 
 
@@ -190,7 +190,7 @@ def test_result_round_trip_and_utilization(tmp_path, placed_run):
     assert back.config["policy"] == "max_min_fairness"
     u = placed_run.utilization_over_time()
     assert ((u["total"] >= 0) & (u["total"] <= 1 + 1e-9)).all()
-    busy = sum(placed_run.rounds[f"busy_{t}"].sum() for t in placed_run.gpu_types)
+    busy = sum(placed_run.rounds[f"gpu_seconds_{t}"].sum() for t in placed_run.gpu_types)
     span = placed_run.summary["sim_end_s"] - placed_run.summary["sim_start_s"]
     assert placed_run.summary["utilization"] == pytest.approx(busy / (36 * span))
 

@@ -7,8 +7,9 @@ The command line is the one place in hetsched that prints; the library logs.
 * ``solve`` — one allocation for generated (or traced) jobs.
 * ``simulate`` — replay a generated workload, a trace file or a TOML experiment; writes
   ``jobs.csv``, ``rounds.csv``, ``summary.json`` and ``provenance.json`` with ``--out``.
-* ``sweep`` — policies x loads x seeds through a process pool (or a TOML experiment);
-  writes ``sweep.csv`` and ``provenance.json``.
+* ``sweep`` — policies x loads x seeds of generated workloads, or policies x seeds on one
+  ``--trace``, through a process pool (or a TOML experiment); writes ``sweep.csv`` and
+  ``provenance.json``.
 * ``bench`` — simulation speed on Gavel's setup.
 * ``plot`` — runs overlaid (JCT and FTF CDFs, smoothed utilization per GPU type, solver
   time) from ``simulate --out`` directories, or average JCT vs load from sweeps.
@@ -17,6 +18,7 @@ Progress bars (``simulate``, ``sweep``) are on when stderr is a terminal and off
 or when piped (:func:`hetsched.sim.provenance.progress_wanted`); ``--progress`` /
 ``--no-progress`` override.
 * ``reproduce`` — the papers' headline experiments (see ``hetsched.reproduce``).
+* ``slurm`` — drive a Slurm partition with an online scheduler (see ``hetsched.slurm``, ``docs/slurm.md``).
 
 Examples
 --------
@@ -53,6 +55,7 @@ from .inputs.throughputs import (
     generate_catalogue,
     load_gavel_throughputs,
 )
+from .inputs.throughputs.gavel import MISSING_CHOICES
 from .policies import FinishTimeFairness, MaxMinFairness
 from .schedulers import Tiresias
 from .schedulers.names import list_schedulers, make_scheduler
@@ -80,6 +83,9 @@ DEMO_PRICES: dict[str, float] = {"k80": 0.45, "p100": 1.46, "v100": 2.48, "a100"
 
 #: Default cluster of simulate / sweep / solve: Gavel's 36 V100 + 36 P100 + 36 K80.
 DEFAULT_CLUSTER = "v100=36,p100=36,k80=36"
+
+#: Arrival rates (jobs/hour) of ``sweep`` without ``--loads``.
+_LOADS = "2,4"
 
 _SUMMARY_ROWS = (
     ("jobs (measured / completed)", None),
@@ -112,7 +118,9 @@ def _add_workload_args(p: argparse.ArgumentParser, *, jobs_default: int = 200) -
     g.add_argument("--long-job-prob", type=float, default=0.2, help="probability of a long job (default 0.2)")
     g.add_argument("--throughputs", metavar="PATH", default=None,
                    help="local Gavel-format throughput JSON (default: the built-in generator)")
-    g.add_argument("--trace", metavar="PATH", default=None, help="replay a trace file instead of generated jobs")
+    _add_missing_arg(g)
+    g.add_argument("--trace", metavar="PATH", default=None,
+                   help="replay a trace file instead of generated jobs (sweep: policies x --seeds on this trace)")
     g.add_argument("--profiles", metavar="DIR", default=None,
                    help="Sia/Pollux artifact folder with profiles/ (with --trace-format sia; default: "
                         "$HETSCHED_SIA_DATA, then ../shared/data/sia)")
@@ -128,6 +136,16 @@ def _add_workload_args(p: argparse.ArgumentParser, *, jobs_default: int = 200) -
                    help=f"GPU counts TYPE=N,... (default {DEFAULT_CLUSTER})")
     c.add_argument("--gpus-per-server", type=int, default=None,
                    help="cut the cluster into servers of this size (enables placement)")
+
+
+def _add_missing_arg(g: Any) -> None:
+    """``--missing {raise,zero}``: what a (job type, scale factor) row that some GPU type's
+    table of ``--throughputs`` lacks means (``missing=`` of :func:`load_gavel_throughputs`)."""
+    g.add_argument("--missing", choices=MISSING_CHOICES, default=None,
+                   help="a (job type, scale factor) row of --throughputs that some GPU type's table lacks: 'raise' "
+                        "(default) is an error naming each such row and the GPU types without it; 'zero' reads it "
+                        "as throughput 0 there (the job cannot run on that type), with a warning. Also sets "
+                        "`missing` of a --config experiment's table")
 
 
 def _add_progress_args(p: argparse.ArgumentParser) -> None:
@@ -177,6 +195,9 @@ def _build_parser() -> argparse.ArgumentParser:
     from .reproduce.command import add_parser as _add_reproduce_parser
 
     _add_reproduce_parser(sub)
+    from .slurm.command import add_parser as _add_slurm_parser
+
+    _add_slurm_parser(sub)
     return parser
 
 
@@ -192,6 +213,7 @@ def _add_demo_parser(sub: Any) -> None:
     demo.add_argument("--gpus-per-type", type=int, default=8, help="GPUs of each type (default 8)")
     demo.add_argument("--throughputs", default=None, metavar="PATH",
                       help="a local Gavel-format throughput JSON to use instead of the built-in generator")
+    _add_missing_arg(demo)
     demo.add_argument("--solver", default="auto", help="solver backend (default auto)")
     demo.add_argument("--time-limit", type=float, default=None, help="seconds per solve")
     demo.add_argument("--arrival-rate", type=float, default=20.0, help="Poisson arrivals per hour (default 20)")
@@ -232,14 +254,19 @@ def _add_simulate_parser(sub: Any) -> None:
 
 
 def _add_sweep_parser(sub: Any) -> None:
-    """``sweep``: policies x loads x seeds through a process pool."""
-    sw = sub.add_parser("sweep", help="policies x loads x seeds through a process pool; writes sweep.csv")
+    """``sweep``: policies x loads x seeds (or policies x seeds on a ``--trace``) through a process pool."""
+    sw = sub.add_parser("sweep", help="policies x loads x seeds of generated workloads, or policies x seeds on one "
+                                      "--trace, through a process pool; writes sweep.csv")
     sw.add_argument("--config", metavar="TOML", default=None, help="a TOML experiment")
     sw.add_argument("--policies", default="max_min_fairness", help="comma-separated policy names")
     sw.add_argument("--agnostic", action="store_true",
                     help="also run max_min_fairness(heterogeneity_aware=False)")
-    sw.add_argument("--loads", default="2,4", help="comma-separated arrival rates, jobs/hour")
-    sw.add_argument("--seeds", default="0", help="comma-separated seeds")
+    sw.add_argument("--loads", default=None,
+                    help=f"comma-separated arrival rates of the generated workloads, jobs/hour (default {_LOADS}; "
+                         "not with --trace, which brings its own arrivals)")
+    sw.add_argument("--seeds", default="0",
+                    help="comma-separated seeds (with --trace: the simulation's seeds; a cluster log's job types "
+                         "are drawn once, with the first)")
     _add_workload_args(sw)
     _add_sim_args(sw)
     sw.add_argument("--workers", type=int, default=None, help="processes (default: CPU count; 1: in process)")
@@ -257,6 +284,7 @@ def _add_bench_parser(sub: Any) -> None:
     b.add_argument("--mix", choices=("single", "multi"), default="single")
     b.add_argument("--placement", action="store_true")
     b.add_argument("--throughputs", metavar="PATH", default=None, help="Gavel's measured table (default: generated)")
+    _add_missing_arg(b)
     b.add_argument("--seed", type=int, default=0)
     b.add_argument("--out", "-o", metavar="CSV", default=None)
 
@@ -306,8 +334,9 @@ def main(argv: Sequence[str] | None = None) -> int:
             print(name, file=out)
         return 0
     handlers = {"demo": _demo, "solve": _solve, "simulate": _simulate, "sweep": _sweep, "bench": _bench,
-                "plot": _plot, "reproduce": _reproduce}
+                "plot": _plot, "reproduce": _reproduce, "slurm": _slurm}
     try:
+        _check_missing(args)
         return handlers[args.command](args, out)
     except ValidationError as exc:
         print(f"error: {exc}", file=sys.stderr)
@@ -403,10 +432,27 @@ def _make_policy(name: str, params: Sequence[str], *, schedulers: bool = True):
     return make_scheduler(name, **kw) if schedulers else make_policy(name, **kw)
 
 
+def _check_missing(args: argparse.Namespace) -> None:
+    """``--missing`` names how to read the table of ``--throughputs`` (or of a ``--config``
+    experiment, see :func:`_experiment`): without either it would change nothing, so it is an
+    error rather than ignored."""
+    missing = getattr(args, "missing", None)
+    if missing is None or getattr(args, "config", None) is not None or args.throughputs is not None:
+        return
+    raise ValidationError(f"`--missing {missing}` applies to the throughput table of `--throughputs` (or of a "
+                          "--config experiment), and none is given: the built-in generator has every row on every "
+                          "GPU type.")
+
+
+def _table(args: argparse.Namespace) -> ThroughputCatalogue:
+    """The table of ``--throughputs``, a missing row read as ``--missing`` says."""
+    return load_gavel_throughputs(args.throughputs, missing=getattr(args, "missing", None) or "raise")
+
+
 def _catalogue(args: argparse.Namespace, gpu_types: Sequence[str] | None = None, *,
                pairs: bool = False) -> ThroughputCatalogue:
     if args.throughputs is not None:
-        cat = load_gavel_throughputs(args.throughputs)
+        cat = _table(args)
         if gpu_types is not None:
             known = [t for t in gpu_types if t in cat.gpu_types]
             if known:
@@ -444,7 +490,8 @@ def _workload(args: argparse.Namespace, cluster: Cluster, *, pairs: bool = False
         return read_adaptive_workload(args.trace, profiles=args.profiles,
                                       machines={t: SIA_MACHINE_SUFFIXES[t] for t in cluster.gpu_types})
     if args.trace is not None:
-        trace = load_trace(args.trace, args.trace_format, throughputs=args.throughputs, task_path=args.task_path,
+        table = None if args.throughputs is None else _table(args)
+        trace = load_trace(args.trace, args.trace_format, throughputs=table, task_path=args.task_path,
                            seed=args.seed, cluster=cluster, on_bad_rows="skip" if args.skip_bad_rows else "raise")
         rep = trace.meta.get("load_report") or {}
         bad = {**rep.get("dropped", {}), **rep.get("malformed", {})}
@@ -557,7 +604,7 @@ def _demo(args: argparse.Namespace, out: TextIO) -> int:
             raise ValidationError(f"`--policies` must name registered policies {known}; unknown: {unknown or names}.")
     gpu_spec = _parse_gpu_types(args.gpu_types)
     if args.throughputs is not None:
-        catalogue = load_gavel_throughputs(args.throughputs)
+        catalogue = _table(args)
         if gpu_spec is not None:
             catalogue = catalogue.subset(list(gpu_spec))
         source = f"Gavel-format table {args.throughputs}"
@@ -681,15 +728,22 @@ def _config_file(args: argparse.Namespace) -> dict[str, Any]:
 
 
 def _experiment(args: argparse.Namespace) -> Any:
-    """The ``--config`` experiment to run: its path, or with ``--skip-bad-rows`` the loaded
-    experiment whose trace is read with ``on_bad_rows="skip"``."""
-    if not args.skip_bad_rows:
+    """The ``--config`` experiment to run: its path, or with ``--skip-bad-rows`` / ``--missing``
+    the loaded experiment whose trace is read with ``on_bad_rows="skip"`` / whose throughput
+    table is read with ``missing``."""
+    if not args.skip_bad_rows and args.missing is None:
         return args.config
     cfg = load_config(args.config)
-    if cfg.workload.get("kind", "generated") == "generated":
-        raise ValidationError(f"`--skip-bad-rows` applies to the rows of a trace; the [workload] of `--config` "
-                              f"{args.config!r} is generated.")
-    cfg.workload["on_bad_rows"] = "skip"
+    if args.skip_bad_rows:
+        if cfg.workload.get("kind", "generated") == "generated":
+            raise ValidationError(f"`--skip-bad-rows` applies to the rows of a trace; the [workload] of `--config` "
+                                  f"{args.config!r} is generated.")
+        cfg.workload["on_bad_rows"] = "skip"
+    if args.missing is not None:
+        if "throughputs" not in cfg.workload:
+            raise ValidationError(f"`--missing {args.missing}` applies to a throughput table; the [workload] of "
+                                  f"`--config` {args.config!r} names none (`throughputs`).")
+        cfg.workload["missing"] = args.missing
     return cfg
 
 
@@ -726,9 +780,9 @@ def _sweep(args: argparse.Namespace, out: TextIO) -> int:
         if not hasattr(df, "columns"):
             raise ValidationError(f"`--config` {args.config!r} describes one run; use `simulate --config` for it.")
     else:
-        if args.skip_bad_rows:
-            raise ValidationError("`--skip-bad-rows` applies to the rows of a trace; a sweep reads one only from "
-                                  "`--config` (a [workload] of a trace kind).")
+        if args.skip_bad_rows and args.trace is None:
+            raise ValidationError("`--skip-bad-rows` applies to the rows of a trace (`--trace`, or a [workload] of a "
+                                  "trace kind in `--config`); this sweep's workloads are generated.")
         cluster = _parse_cluster(args.cluster, args.gpus_per_server)
         policies: dict[str, Any] = {}
         for name in (p.strip() for p in args.policies.split(",") if p.strip()):
@@ -737,27 +791,35 @@ def _sweep(args: argparse.Namespace, out: TextIO) -> int:
         if args.agnostic:
 
             policies["max_min_fairness(heterogeneity_aware=False)"] = MaxMinFairness(heterogeneity_aware=False)
-        grid = {
-            "policy": policies,
-            "load": _parse_list(args.loads, float, "--loads"),
-            "seed": _parse_list(args.seeds, int, "--seeds"),
-            "n_jobs": args.jobs,
-            "cluster": cluster,
-            "long_job_prob": args.long_job_prob,
-        }
-        if args.single_gpu:
-            grid["scale_factor_probs"] = {1: 1.0}
-        if args.throughputs is not None:
-            grid["catalogue"] = _catalogue(args, cluster.gpu_types)
+        seeds = _parse_list(args.seeds, int, "--seeds")
+        if args.trace is not None:   # policies x seeds on the one trace
+            grid = {"policy": policies, "seed": seeds, "cluster": cluster,
+                    "workload": _sweep_trace(args, cluster, seeds)}
+        else:
+            grid = {
+                "policy": policies,
+                "load": _parse_list(_LOADS if args.loads is None else args.loads, float, "--loads"),
+                "seed": seeds,
+                "n_jobs": args.jobs,
+                "cluster": cluster,
+                "long_job_prob": args.long_job_prob,
+            }
+            if args.single_gpu:
+                grid["scale_factor_probs"] = {1: 1.0}
+            if args.throughputs is not None:
+                grid["catalogue"] = _catalogue(args, cluster.gpu_types)
         for k, v in _sim_kwargs(args).items():
             if v is not None:
                 grid[k] = v
-        # the generator caps gangs at what the cluster can run; say so once here (the runs only log it)
-        probe = generate_workload(0, rate_per_hour=1.0, cluster=cluster, catalogue=grid.get("catalogue"),
-                                  **({"scale_factor_probs": grid["scale_factor_probs"]} if args.single_gpu else {}))
-        for note in probe.meta.get("notes", []):
-            print(f"note: {note}", file=sys.stderr)
+        if args.trace is None:
+            # the generator caps gangs at what the cluster can run; say so once here (the runs only log it)
+            probe = generate_workload(0, rate_per_hour=1.0, cluster=cluster, catalogue=grid.get("catalogue"),
+                                      **({"scale_factor_probs": grid["scale_factor_probs"]} if args.single_gpu else {}))
+            for note in probe.meta.get("notes", []):
+                print(f"note: {note}", file=sys.stderr)
         df = sweep(grid, max_workers=args.workers, progress=progress)
+        if args.trace is not None:
+            df.insert(int(df.columns.get_loc("policy")) + 1, "trace", str(args.trace))
     cols = [c for c in ("policy", "load", "seed", "n_completed", "avg_jct_hours", "worst_ftf", "utilization",
                         "status", "error") if c in df]
     with_pd_opts(lambda: print(df[cols].to_string(index=False), file=out))
@@ -778,12 +840,35 @@ def _sweep(args: argparse.Namespace, out: TextIO) -> int:
     return 1 if failed else 0
 
 
+def _sweep_trace(args: argparse.Namespace, cluster: Cluster, seeds: list[int]) -> Any:
+    """The workload of ``sweep --trace``: the trace, read once (a cluster log's job types drawn
+    with the first of ``seeds``, as a ``--config`` trace is); every run replays it.
+
+    Raises
+    ------
+    ValidationError
+        ``--loads`` (arrival rates of generated workloads) or ``--plot`` (average JCT against
+        load) with ``--trace``: a sweep over one trace has no load axis.
+    """
+    if args.loads is not None:
+        raise ValidationError(f"`--loads` sets the arrival rates of generated workloads; a sweep over `--trace` "
+                              f"{args.trace!r} replays the trace's own arrivals, so it cannot vary them; got "
+                              f"--loads {args.loads!r}. Drop --loads (the sweep runs --policies x --seeds on the "
+                              "trace), or sweep generated workloads without --trace.")
+    if args.plot:
+        raise ValidationError(f"`--plot` draws average JCT against load; a sweep over `--trace` {args.trace!r} has "
+                              "no load axis (the runs are in sweep.csv, one per policy and seed).")
+    return _workload(argparse.Namespace(**{**vars(args), "seed": seeds[0]}), cluster)
+
+
 def _write_sweep(df: Any, d: Path, args: argparse.Namespace, grid: dict[str, Any]) -> None:
     """``d/sweep.csv`` (with ``git_commit`` and ``hetsched_version`` columns) and
     ``d/provenance.json`` (command line, grid settings, seeds, package versions)."""
 
     settings = {k: ({str(label): repr(pol) for label, pol in v.items()} if k == "policy"
-                    else v.as_dict() if isinstance(v, Cluster) else v) for k, v in grid.items()}
+                    else v.as_dict() if isinstance(v, Cluster)
+                    else {"source": v.source, "n_jobs": v.n_jobs, "meta": v.meta} if k == "workload"
+                    else v) for k, v in grid.items()}
     record = provenance(argv=args.command_line, config=settings or None,
                         seed=grid.get("seed", sorted({int(x) for x in df["seed"]}) if "seed" in df else None),
                         extra=_config_file(args))
@@ -806,7 +891,10 @@ def _bench(args: argparse.Namespace, out: TextIO) -> int:
     from .sim.bench import gavel_catalogue, speed_run
 
     _check_out(args.out, "file")
-    cat, name = gavel_catalogue(args.throughputs, seed=args.seed)
+    if args.throughputs is not None and not Path(args.throughputs).is_file():
+        raise ValidationError(f"`--throughputs` must be an existing Gavel-format throughput JSON file; got "
+                              f"{args.throughputs!r}, which does not exist or is not a file.")
+    cat, name = gavel_catalogue(args.throughputs, seed=args.seed, missing=args.missing or "raise")
     rows = []
     for load in _parse_list(args.loads, float, "--loads"):
         rows.append(speed_run(load=load, window=tuple(args.window), seed=args.seed, mix=args.mix,
@@ -895,5 +983,11 @@ def _plot(args: argparse.Namespace, out: TextIO) -> int:
 
 def _reproduce(args: argparse.Namespace, out: TextIO) -> int:
     from .reproduce.command import run
+
+    return run(args, out)
+
+
+def _slurm(args: argparse.Namespace, out: TextIO) -> int:
+    from .slurm.command import run
 
     return run(args, out)

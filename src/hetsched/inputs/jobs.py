@@ -17,8 +17,8 @@ from ..validation import (
     fail_at,
 )
 
-__all__ = ["OPTIONAL_FIELDS", "RESOURCE_FIELDS", "STEPS_MAX", "THROUGHPUT_RANGE", "TIME_MAX", "WEIGHT_RANGE", "JobSet",
-           "usable_mask"]
+__all__ = ["OPTIONAL_FIELDS", "RESOURCE_FIELDS", "STEPS_MAX", "THROUGHPUT_RANGE", "TIME_FIELD_COLUMNS", "TIME_MAX",
+           "WEIGHT_RANGE", "JobSet", "usable_mask"]
 
 #: Optional per-job numeric fields, with the rule each must satisfy.
 OPTIONAL_FIELDS: dict[str, str] = {
@@ -29,6 +29,14 @@ OPTIONAL_FIELDS: dict[str, str] = {
     "isolated_time_elapsed": "non-negative",
     "cpus_per_gpu": "non-negative",
     "mem_per_gpu": "non-negative",
+}
+
+#: Optional fields that hold seconds -> their column in :meth:`JobSet.to_frame` (named with the unit).
+TIME_FIELD_COLUMNS: dict[str, str] = {
+    "time_since_start": "time_since_start_s",
+    "slos": "slo_s",
+    "arrival_times": "arrival_s",
+    "isolated_time_elapsed": "isolated_time_elapsed_s",
 }
 
 #: Per-GPU host-resource demands (job field) and the Cluster capacity each is checked against.
@@ -304,11 +312,20 @@ class JobSet:
         return out
 
     def to_frame(self) -> pd.DataFrame:
-        """All columns as a DataFrame indexed by job id (throughputs prefixed ``T_``)."""
+        """All columns as a DataFrame indexed by job id: throughputs prefixed ``T_``,
+        ``scale_factor``, ``weight``, the optional fields present, ``entity``. Fields that
+        hold seconds are named with their unit (:data:`TIME_FIELD_COLUMNS`: ``arrival_times``
+        is column ``arrival_s``, ``slos`` is ``slo_s``, ...).
+
+        Examples
+        --------
+        >>> JobSet([[2.0]], gpu_types=["v100"], arrival_times=[30.0]).to_frame().columns.tolist()
+        ['T_v100', 'scale_factor', 'weight', 'arrival_s']
+        """
         data: dict[str, Any] = {f"T_{t}": self._T[:, k] for k, t in enumerate(self.gpu_types)}
         data["scale_factor"] = self._scale
         data["weight"] = self._weights
-        data.update(self._fields)
+        data.update({TIME_FIELD_COLUMNS.get(k, k): v for k, v in self._fields.items()})
         if self._entities is not None:
             data["entity"] = self._entities
         return pd.DataFrame(data, index=pd.Index(self._ids, name="job_id"))

@@ -234,7 +234,11 @@ class Workload:
 
     def to_frame(self) -> pd.DataFrame:
         """One row per job: ``jobs.to_frame()`` plus the columns of the fields present:
-        ``job_type`` (first), ``U_<type>``, ``deadline``, ``catalogue_row`` and ``duration_s``."""
+        ``job_type`` (first), ``U_<type>``, ``deadline_s``, ``catalogue_row`` and ``duration_s``.
+
+        Every column that holds a time names its unit (``arrival_s``, ``deadline_s``,
+        ``duration_s``; seconds).
+        """
         df = self.jobs.to_frame()
         if self.job_types is not None:
             df.insert(0, "job_type", self.job_types)
@@ -242,7 +246,7 @@ class Workload:
             for k, t in enumerate(self.gpu_types):
                 df[f"U_{t}"] = self.unconsolidated[:, k]
         if self.deadlines is not None:
-            df["deadline"] = self.deadlines
+            df["deadline_s"] = self.deadlines
         if self.catalogue_rows is not None:
             df["catalogue_row"] = self.catalogue_rows
         if self.durations is not None:

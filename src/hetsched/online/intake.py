@@ -351,6 +351,6 @@ class Intake:
         return pd.DataFrame({
             "job_id": J.ids_array, "job_type": J.job_type, "scale_factor": J.view("sf").copy(),
             "status": [STATUS_NAMES[int(s)] for s in J.view("status")], "steps_done": J.view("done").copy(),
-            "total_steps": J.view("total").copy(), "arrival": J.view("arrival").copy(),
-            "finish": J.view("finish").copy(), "weight": J.view("weight").copy(),
+            "total_steps": J.view("total").copy(), "arrival_s": J.view("arrival").copy(),
+            "finish_s": J.view("finish").copy(), "weight": J.view("weight").copy(),
         }, index=pd.RangeIndex(J.n, name="number"))

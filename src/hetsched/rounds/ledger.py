@@ -25,12 +25,14 @@ from .protocol import RoundRows
 
 __all__ = ["ROUND_COLUMNS", "RUN_COLUMNS", "Ledger"]
 
-#: Columns of the round log (besides ``busy_<type>``).
-ROUND_COLUMNS = ("round", "start", "seconds", "n_active", "n_running", "arrived", "completed", "solved", "solve_ok",
+#: Columns of the round log (besides ``gpu_seconds_<type>``, the busy GPU-seconds of the round
+#: per type). Times in seconds: ``start_s`` the round's start, ``seconds`` its length.
+ROUND_COLUMNS = ("round", "start_s", "seconds", "n_active", "n_running", "arrived", "completed", "solved", "solve_ok",
                  "solve_status", "solve_s", "solve_jobs", "solve_classes", "plan_s", "place_s", "preempted",
                  "migrated", "restarts")
-#: Columns of the run log.
-RUN_COLUMNS = ("round", "job", "gpu_type", "gpus", "share", "unit", "partner", "rate", "t_start", "t_end", "restart",
+#: Columns of the run log (``start_s``, ``end_s``: when the entry ran; ``restart_s``: seconds of it
+#: without progress).
+RUN_COLUMNS = ("round", "job", "gpu_type", "gpus", "share", "unit", "partner", "rate", "start_s", "end_s", "restart_s",
                "steps", "spread", "batch_size")
 
 
@@ -259,11 +261,11 @@ class Ledger:
 
     # ------------------------------------------------------------------ tables
     def round_frame(self, gpu_types: tuple[str, ...]) -> pd.DataFrame:
-        """The round log as a DataFrame (with ``busy_<type>`` columns)."""
+        """The round log as a DataFrame (with ``gpu_seconds_<type>`` columns: busy GPU-seconds)."""
         df = pd.DataFrame(self.rounds)
         busy = np.array(self.busy).reshape(-1, self.m)
         for k, name in enumerate(gpu_types):
-            df[f"busy_{name}"] = busy[:, k]
+            df[f"gpu_seconds_{name}"] = busy[:, k]
         return df
 
     def run_frame(self) -> pd.DataFrame | None:

@@ -83,7 +83,7 @@ def run_rounds(w: RoundWorkload, opts: RoundOptions, ledger: Ledger, step: Any, 
             out = ledger.progress(rows, spread, moved, active, t, L, rnd, fluid=fluid)
             step.ran(ledger, rows, out, active)
             fin = out["finished"]
-            ledger.log_round(round=rnd, start=t, seconds=L, n_active=int(active.size), n_running=out["n_running"],
+            ledger.log_round(round=rnd, start_s=t, seconds=L, n_active=int(active.size), n_running=out["n_running"],
                              arrived=int(arrived.size), completed=int(fin.sum()), place_s=place_s,
                              preempted=out["preempted"], migrated=out["migrated"], restarts=out["restarts"],
                              busy=out["busy"], **_solve_columns(rows.info))

@@ -37,10 +37,13 @@ GAVEL_CLUSTER = {"v100": 36, "p100": 36, "k80": 36}
 MIXES = {"single": {1: 1.0}, "multi": {1: 0.70, 2: 0.10, 4: 0.15, 8: 0.05}}
 
 
-def gavel_catalogue(path: str | Path | None = None, *, seed: int = 0) -> tuple[ThroughputCatalogue, str]:
-    """Gavel's measured table from ``path`` when it exists, else the generated one; and its name."""
+def gavel_catalogue(path: str | Path | None = None, *, seed: int = 0,
+                    missing: str = "raise") -> tuple[ThroughputCatalogue, str]:
+    """Gavel's measured table from ``path`` when it exists (a row some GPU type lacks read as
+    ``missing`` says, see :func:`~hetsched.inputs.throughputs.load_gavel_throughputs`), else
+    the generated one; and its name."""
     if path is not None and Path(path).is_file():
-        return load_gavel_throughputs(path).subset(list(GAVEL_CLUSTER)), "gavel-measured"
+        return load_gavel_throughputs(path, missing=missing).subset(list(GAVEL_CLUSTER)), "gavel-measured"
     return generate_catalogue(gpu_types=tuple(GAVEL_CLUSTER), seed=seed), "generated"
 
 

@@ -14,6 +14,7 @@ Example (``fig8.toml``)::
     n_jobs = 1500
     load = [1.0, 2.0, 3.0]     # jobs/hour; a list is a sweep axis
     # throughputs = "../shared/data/gavel/simulation_throughputs.json"
+    # missing = "zero"         # a row some GPU type of `throughputs` lacks: "raise" (default) or "zero"
 
     [simulation]               # any field of hetsched.SimOptions, or preset
     round_seconds = 360
@@ -84,11 +85,19 @@ class ExperimentConfig:
             g[k] = tuple(v) if k == "window" and isinstance(v, list) else v
         w = dict(self.workload)
         kind = w.pop("kind", "generated")
+        missing = w.pop("missing", None)
+        if missing is not None:
+            if "throughputs" not in w:
+                raise ValidationError(f"{self.source}: [workload] `missing` ({missing!r}) applies to its "
+                                      "`throughputs` table, which is not given.")
+            # read here, so that the rule applies to a generated workload and to a trace alike
+            w["throughputs"] = load_gavel_throughputs(w["throughputs"], missing=missing)
         if kind == "generated":
             if "load" not in w and "rate_per_hour" in w:
                 w["load"] = w.pop("rate_per_hour")
             if "throughputs" in w:
-                w["catalogue"] = load_gavel_throughputs(w.pop("throughputs"))
+                table = w.pop("throughputs")
+                w["catalogue"] = table if missing is not None else load_gavel_throughputs(table)
             if isinstance(w.get("scale_factor_probs"), Mapping):
                 w["scale_factor_probs"] = {int(k): float(v) for k, v in w["scale_factor_probs"].items()}
             g.update(w)

@@ -33,7 +33,8 @@ from ..rounds.options import (
     window_mask,  # the engine measures windows; re-exported here
 )
 
-__all__ = ["FTF_THRESHOLD", "RENAMED_JOB_COLUMNS", "RENAMED_SUMMARY_KEYS", "Summary", "package_versions", "summarize", "window_mask"]
+__all__ = ["FTF_THRESHOLD", "RENAMED_JOB_COLUMNS", "RENAMED_ROUND_COLUMNS", "RENAMED_RUN_COLUMNS",
+           "RENAMED_SUMMARY_KEYS", "Summary", "package_versions", "renamed_round_columns", "summarize", "window_mask"]
 
 #: Jobs with finish-time fairness above this count as unfairly treated (Gavel/Themis).
 FTF_THRESHOLD = 1.05
@@ -48,6 +49,34 @@ RENAMED_JOB_COLUMNS: dict[str, str] = {
     "arrival": "arrival_s", "start": "start_s", "finish": "finish_s", "jct": "jct_s",
     "queueing_delay": "queueing_delay_s", "isolated_time": "isolated_time_s", "deadline": "deadline_s",
 }
+#: Round-log columns before their unit was in their name -> the current names (seconds); the
+#: per-type ``busy_<type>`` columns became ``gpu_seconds_<type>`` (:func:`renamed_round_columns`).
+RENAMED_ROUND_COLUMNS: dict[str, str] = {"start": "start_s"}
+#: Run-log columns before their unit was in their name -> the current names (seconds).
+RENAMED_RUN_COLUMNS: dict[str, str] = {"t_start": "start_s", "t_end": "end_s", "restart": "restart_s"}
+
+
+def renamed_round_columns(gpu_types: tuple[str, ...] | list[str]) -> dict[str, str]:
+    """Round-log columns before their unit was in their name -> the current names, for a
+    cluster of ``gpu_types``: :data:`RENAMED_ROUND_COLUMNS` and ``busy_<type>`` ->
+    ``gpu_seconds_<type>`` (busy GPU-seconds of the round).
+
+    Parameters
+    ----------
+    gpu_types : sequence of str
+        The cluster's GPU types.
+
+    Returns
+    -------
+    dict
+        Old name -> new name.
+
+    Examples
+    --------
+    >>> renamed_round_columns(["v100"])
+    {'start': 'start_s', 'busy_v100': 'gpu_seconds_v100'}
+    """
+    return {**RENAMED_ROUND_COLUMNS, **{f"busy_{t}": f"gpu_seconds_{t}" for t in gpu_types}}
 
 
 class Summary(dict):

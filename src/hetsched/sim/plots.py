@@ -323,7 +323,7 @@ def _window_seconds(rounds: pd.DataFrame, window_hours: float | None) -> float:
         return w * 3600.0
     if len(rounds) == 0:
         return 3600.0
-    span = float((rounds["start"] + rounds["seconds"]).max() - rounds["start"].min())
+    span = float((rounds["start_s"] + rounds["seconds"]).max() - rounds["start_s"].min())
     return max(span / 50.0, float(rounds["seconds"].max()))
 
 
@@ -345,7 +345,7 @@ def smoothed_utilization(result: Any, *, window_hours: float | None = None) -> t
     r = _result(result).rounds
     w = _window_seconds(r, window_hours)
     sec = r["seconds"].to_numpy(dtype=float)
-    mid = r["start"].to_numpy(dtype=float) + sec / 2
+    mid = r["start_s"].to_numpy(dtype=float) + sec / 2
     index = pd.to_timedelta(mid, unit="s")
     out = pd.DataFrame({"hours": mid / 3600.0})
 
@@ -355,7 +355,7 @@ def smoothed_utilization(result: Any, *, window_hours: float | None = None) -> t
     busy_all = np.zeros(len(r))
     cap_all = np.zeros(len(r))
     for k, t in enumerate(result.gpu_types):
-        busy = r[f"busy_{t}"].to_numpy(dtype=float)
+        busy = r[f"gpu_seconds_{t}"].to_numpy(dtype=float)
         cap = float(result.capacities[k]) * sec
         busy_all += busy
         cap_all += cap
@@ -389,7 +389,7 @@ def utilization_over_time(result: Any, *, ax=None, per_type: bool = True, smooth
     ax, own = _axes(ax)
     if smooth_rounds is not None:
         u = result.utilization_over_time()
-        x = u["start"].to_numpy(dtype=float) / 3600
+        x = u["start_s"].to_numpy(dtype=float) / 3600
         series = {c: u[c].rolling(max(int(smooth_rounds), 1), min_periods=1).mean().to_numpy() for c in cols + ["total"]}
         note = f"rolling mean over {max(int(smooth_rounds), 1)} rounds"
     else:

@@ -20,9 +20,11 @@ from ..rounds.ledger import Ledger
 from ..rounds.loop import RoundClock, RoundWorkload
 from .metrics import (
     RENAMED_JOB_COLUMNS,
+    RENAMED_RUN_COLUMNS,
     RENAMED_SUMMARY_KEYS,
     Summary,
     package_versions,
+    renamed_round_columns,
     summarize,
 )
 from .provenance import json_clean as _json_clean
@@ -46,20 +48,22 @@ class SimulationResult:
         ``restart_seconds``, ``gpu_seconds_<type>``, ``deadline_s``, ``slo_violated``,
         ``in_window``. Times are seconds, and every time column names its unit.
     rounds : DataFrame
-        One row per round: ``round``, ``start``, ``seconds``, ``n_active``, ``n_running``,
-        ``arrived``, ``completed``, ``solved``, ``solve_ok``, ``solve_status``, ``solve_s``,
-        ``solve_jobs``, ``solve_classes``, ``plan_s``, ``place_s``, ``preempted``,
-        ``migrated``, ``busy_<type>`` (busy GPU-seconds of the round per type).
+        One row per round: ``round``, ``start_s`` (when it started), ``seconds`` (its
+        length), ``n_active``, ``n_running``, ``arrived``, ``completed``, ``solved``,
+        ``solve_ok``, ``solve_status``, ``solve_s``, ``solve_jobs``, ``solve_classes``,
+        ``plan_s``, ``place_s``, ``preempted``, ``migrated``, ``restarts``,
+        ``gpu_seconds_<type>`` (busy GPU-seconds of the round per type).
     runs : DataFrame or None
         The run log (``record_runs=True``): one row per job and round it ran — ``round``,
         ``job`` (position), ``gpu_type`` (column), ``gpus`` (GPUs the job's row holds while
         it runs), ``share`` (fraction of the round the row runs: 1, or X in the ideal
         mechanism), ``unit`` (row number within the round; the two members of a
         space-sharing pair have the same unit and hold the same GPUs), ``partner`` (the
-        other member's position, -1), ``rate`` (steps/s while running), ``t_start``,
-        ``t_end``, ``restart`` (seconds without progress at the start of the entry),
-        ``steps``, ``spread`` (gang over several servers). Enough for an independent
-        conservation check (``tests/sim_checker.py``).
+        other member's position, -1), ``rate`` (steps/s while running), ``start_s``,
+        ``end_s`` (when the entry ran), ``restart_s`` (seconds without progress at the
+        start of the entry), ``steps``, ``spread`` (gang over several servers),
+        ``batch_size`` (0: the job's own). Enough for an independent conservation check
+        (``tests/sim_checker.py``).
     summary : Summary (a dict)
         Aggregates over the measured jobs (see :mod:`hetsched.sim.metrics`); time keys name
         their unit (``avg_jct_s``, ``p99_jct_s``, ``makespan_s``, ``avg_jct_hours``). The
@@ -86,12 +90,12 @@ class SimulationResult:
     extra: dict[str, Any] = field(default_factory=dict)
 
     def utilization_over_time(self) -> pd.DataFrame:
-        """Per round: ``start`` (s), busy fraction of each type and ``total``."""
+        """Per round: ``start_s``, ``seconds`` (its length), busy fraction of each type and ``total``."""
         r = self.rounds
-        out = pd.DataFrame({"start": r["start"], "seconds": r["seconds"]})
+        out = pd.DataFrame({"start_s": r["start_s"], "seconds": r["seconds"]})
         busy = np.zeros(len(r))
         for k, t in enumerate(self.gpu_types):
-            col = r[f"busy_{t}"].to_numpy(dtype=float)
+            col = r[f"gpu_seconds_{t}"].to_numpy(dtype=float)
             busy += col
             cap = float(self.capacities[k])
             out[t] = col / (cap * r["seconds"].to_numpy(dtype=float)) if cap > 0 else np.nan
@@ -143,7 +147,9 @@ class SimulationResult:
         ``extra["provenance"]`` when ``provenance.json`` does).
 
         A directory written before time columns named their unit (``jct``, ``avg_jct``,
-        ``makespan``, ...) is read with the current names and a DeprecationWarning.
+        ``makespan``, ... in ``jobs.csv`` and ``summary.json``; ``start``, ``busy_<type>``
+        in ``rounds.csv``; ``t_start``, ``t_end``, ``restart`` in ``runs.csv``) is read with
+        the current names and a DeprecationWarning.
 
         Raises
         ------
@@ -166,14 +172,18 @@ class SimulationResult:
         if (d / "provenance.json").is_file():
             extra["provenance"] = json.loads((d / "provenance.json").read_text())
         jobs = pd.read_csv(d / "jobs.csv")
-        old = [c for c in jobs.columns if c in RENAMED_JOB_COLUMNS] + [k for k in doc if k in RENAMED_SUMMARY_KEYS]
+        rounds = pd.read_csv(d / "rounds.csv", keep_default_na=False, na_values=[""])
+        renames = ((jobs, RENAMED_JOB_COLUMNS), (rounds, renamed_round_columns(tuple(cl))),
+                   (runs, RENAMED_RUN_COLUMNS))
+        old = [c for frame, names in renames if frame is not None for c in frame.columns if c in names]
+        old += [k for k in doc if k in RENAMED_SUMMARY_KEYS]
         if old:
             warnings.warn(f"{str(d)!r} was written by an older hetsched (time columns without their unit: {old}); "
-                          "read with the current names (jct -> jct_s, ...)", DeprecationWarning, stacklevel=2)
-            jobs = jobs.rename(columns=RENAMED_JOB_COLUMNS)
-        return cls(jobs=jobs, rounds=pd.read_csv(d / "rounds.csv", keep_default_na=False, na_values=[""]),
-                   runs=runs, summary=summary, config=config, versions=versions, gpu_types=tuple(cl),
-                   capacities=np.array([float(v) for v in cl.values()]), extra=extra)
+                          "read with the current names (jct -> jct_s, start -> start_s, ...)", DeprecationWarning,
+                          stacklevel=2)
+            jobs, rounds, runs = (None if frame is None else frame.rename(columns=names) for frame, names in renames)
+        return cls(jobs=jobs, rounds=rounds, runs=runs, summary=summary, config=config, versions=versions,
+                   gpu_types=tuple(cl), capacities=np.array([float(v) for v in cl.values()]), extra=extra)
 
     def __repr__(self) -> str:
         s = self.summary

@@ -410,7 +410,8 @@ class _GavelReader:
         raise ValidationError(
             f"{self.where0}: {len(lacking)} row(s) (job type, scale factor) have no isolated throughput on "
             f"some GPU type: {named}{more}. A missing entry is not a throughput of 0: write 0 in the file where "
-            f"a job cannot run, or pass missing=\"zero\" to read every missing entry as 0.")
+            f"a job cannot run, or pass missing=\"zero\" (command line: --missing zero; a TOML experiment: "
+            f"missing = \"zero\" in [workload]) to read every missing entry as 0.")
 
 
 def _gavel_tables(

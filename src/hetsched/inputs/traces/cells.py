@@ -28,7 +28,7 @@ import pandas as pd
 from ...errors import ValidationError
 from ...validation import check_bool
 from ..cluster import Cluster
-from .load_report import LoadReport, RowChecks
+from .load_report import LoadReport, RowChecks, skipped_meta
 
 __all__ = [
     "JOB_TABLE_COLUMNS",
@@ -508,7 +508,7 @@ def finish_table(chk: RowChecks, report: LoadReport, cols: dict[str, Any], *, so
         meta["time_origin"] = t0
     report.kept = len(df)
     report.check(*others)
-    meta["skipped"] = list(report.skipped)
+    meta.update(skipped_meta(report, *others))
     meta["load_report"] = report.to_dict()
     df.attrs["source"] = report.source
     df.attrs["meta"] = meta

@@ -25,7 +25,7 @@ from ..throughputs import (
 )
 from ..workloads import Workload
 from .cells import Column, Field, apply_schema, decode_text, path_arg
-from .load_report import LoadReport, RowChecks, resolve_on_bad_rows
+from .load_report import LoadReport, RowChecks, resolve_on_bad_rows, skipped_meta
 
 __all__ = ["read_gavel_cluster_specs", "read_gavel_trace", "reference_column"]
 
@@ -113,8 +113,9 @@ def read_gavel_trace(
     Workload
         A trace. Job ids are positions ``0, 1, ...`` of the kept rows (as Gavel numbers jobs); job
         types as in the file; unconsolidated throughputs when the table has them;
-        ``meta["load_report"]``, ``meta["skipped"]``, ``meta["columns"]`` (column counts
-        seen).
+        ``meta["load_report"]``, ``meta["skipped"]`` / ``["skipped_counts"]`` /
+        ``["skipped_left_out"]`` (:func:`~hetsched.inputs.traces.load_report.skipped_meta`),
+        ``meta["columns"]`` (column counts seen).
 
     Raises
     ------
@@ -230,7 +231,7 @@ def _check_gavel_rows(chk: RowChecks, cat: ThroughputCatalogue, jt: list[str], s
 def _gavel_meta(p: Path, report: LoadReport, cat: ThroughputCatalogue, formats: list[int]) -> dict[str, Any]:
     """The trace's ``meta`` once the rows are settled: path, skipped rows, catalogue, column
     counts seen, the ``no_throughput_row`` count and the load report."""
-    return {"path": str(p), "skipped": list(report.skipped), "throughputs": repr(cat), "columns": formats,
+    return {"path": str(p), **skipped_meta(report), "throughputs": repr(cat), "columns": formats,
             "no_throughput_row": report.counts["dropped"].get("no_throughput_row", 0)
             + report.counts["malformed"].get("no_throughput_row", 0),
             "load_report": report.to_dict()}

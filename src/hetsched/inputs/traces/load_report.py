@@ -37,6 +37,12 @@ trace or ``attrs["meta"]["load_report"]`` of a job table, and from there in a si
      "examples": {"unfinished": ["entry 7: job 'a': `attempts[-1].end_time` is missing (got 'None')"]}}
 
 ``rows == kept + sum(dropped) + sum(malformed) + sum(filtered)``.
+
+Beside the report, a trace's ``meta`` holds :func:`skipped_meta`: ``skipped``, the messages of
+the first :data:`N_LISTED` bad rows (in the order they were found), ``skipped_counts`` (bad
+rows by reason) and ``skipped_left_out`` (bad rows not listed), so that a trace with a million
+bad rows does not carry a million messages into every result's provenance. Messages are
+built only for the rows that can be listed or named.
 """
 
 from __future__ import annotations
@@ -52,8 +58,8 @@ import numpy as np
 from ...errors import ValidationError
 from ...validation import check_choice
 
-__all__ = ["DEPRECATED_ERRORS", "ERRORS", "EXPECTED_REASONS", "FILTER_REASONS", "ON_BAD_ROWS", "LoadReport",
-           "RowChecks", "resolve_on_bad_rows"]
+__all__ = ["DEPRECATED_ERRORS", "ERRORS", "EXPECTED_REASONS", "FILTER_REASONS", "N_LISTED", "ON_BAD_ROWS",
+           "LoadReport", "RowChecks", "resolve_on_bad_rows", "skipped_meta"]
 
 log = logging.getLogger(__name__)
 
@@ -89,6 +95,9 @@ N_EXAMPLES = 3
 
 #: Bad rows named in the error of ``on_bad_rows="raise"``.
 N_NAMED = 3
+
+#: Messages of bad rows listed in ``meta["skipped"]`` (the rest are counted, see :func:`skipped_meta`).
+N_LISTED = 20
 
 #: How to opt in, as the error says it.
 SKIP_HINT = ('pass on_bad_rows="skip" (command line: --skip-bad-rows) to drop them; their counts are then '
@@ -169,9 +178,11 @@ class LoadReport:
         self.kept = 0
         self.counts: dict[str, dict[str, int]] = {"dropped": {}, "malformed": {}, "filtered": {}}
         self.examples: dict[str, list[str]] = {}
-        #: Full messages of every dropped or malformed row, in the order they were found.
+        #: Full messages of the first :data:`N_LISTED` dropped or malformed rows, in the order
+        #: they were found (every one is counted in :attr:`counts`).
         self.skipped: list[str] = []
-        #: ``(file position, reason, message without the source)`` of every bad row.
+        #: ``(file position, reason, message without the source)`` of the bad rows whose message
+        #: was built (the first :data:`N_LISTED` of each check: the error names the first in file order).
         self.bad: list[tuple[int, str, str]] = []
 
     def raises(self, reason: str) -> bool:
@@ -199,7 +210,11 @@ class LoadReport:
             ex = self.examples.setdefault(reason, [])
             ex.extend(texts[: max(N_EXAMPLES - len(ex), 0)])
             if not listed:
-                self.skipped.extend(texts)
+                self.list_skipped(texts)
+
+    def list_skipped(self, texts: Sequence[str]) -> None:
+        """Add the messages ``texts`` to :attr:`skipped` while it holds fewer than :data:`N_LISTED`."""
+        self.skipped.extend(texts[: max(N_LISTED - len(self.skipped), 0)])
 
     def fail(self, reason: str, text: str, *, position: int | None = None) -> None:
         """One bad row outside any table (a line that is not UTF-8): record it (``text``
@@ -318,18 +333,54 @@ class RowChecks:
         in file order within the stage)."""
         pending, self._pending = self._pending, []
         found: list[tuple[int, str, str]] = []
+        counts: dict[str, int] = {}
         for idx, reason, message in pending:
             self._failed[_kind(reason)].append(idx)
             if message is None:
                 self.report.record(reason, [], count=idx.size)
             else:
-                found.extend((int(i), reason, message(int(i))) for i in idx)
+                # messages only for the rows that can be listed, named or kept as examples: the
+                # first N_LISTED of each check (idx is in file order), every row counted
+                found.extend((int(i), reason, message(int(i))) for i in idx[:N_LISTED])
+                counts[reason] = counts.get(reason, 0) + int(idx.size)
         found.sort(key=lambda r: r[0])
         by_reason: dict[str, list[str]] = {}
         for i, reason, msg in found:
             text = self.text(i, msg)
             by_reason.setdefault(reason, []).append(text)
-            self.report.skipped.append(text)  # in file order within the stage
+            self.report.list_skipped([text])  # in file order within the stage
             self.report.bad.append((_order_key(self.where[i], i), reason, f"{self.where[i]}: {msg}"))
-        for reason, texts in by_reason.items():
-            self.report.record(reason, texts, listed=True)
+        for reason, n in counts.items():
+            self.report.record(reason, by_reason.get(reason, []), count=n, listed=True)
+
+
+def skipped_meta(*reports: LoadReport) -> dict[str, Any]:
+    """What a trace's ``meta`` says of the bad rows its reader(s) dropped.
+
+    Parameters
+    ----------
+    *reports : LoadReport
+        The reports of the files read (PAI: the job table's, then the task table's).
+
+    Returns
+    -------
+    dict
+        ``skipped``: the messages of the first :data:`N_LISTED` bad rows (file by file, in
+        the order they were found); ``skipped_counts``: bad rows by reason, all of them;
+        ``skipped_left_out``: how many bad rows ``skipped`` does not list.
+
+    Examples
+    --------
+    >>> rep = LoadReport("t.csv", on_bad_rows="skip")
+    >>> rep.record("unfinished", [f"t.csv: line {i}: no end" for i in range(2, 32)])
+    >>> meta = skipped_meta(rep)
+    >>> len(meta["skipped"]), meta["skipped_counts"], meta["skipped_left_out"]
+    (20, {'unfinished': 30}, 10)
+    """
+    listed = [t for r in reports for t in r.skipped][:N_LISTED]
+    counts: dict[str, int] = {}
+    for r in reports:
+        for kind in ("dropped", "malformed"):
+            for reason, n in r.counts[kind].items():
+                counts[reason] = counts.get(reason, 0) + int(n)
+    return {"skipped": listed, "skipped_counts": counts, "skipped_left_out": sum(counts.values()) - len(listed)}

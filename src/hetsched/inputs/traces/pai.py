@@ -157,7 +157,6 @@ def read_pai_trace(
     df = finish_table(chk, report, cols, meta=meta, sort=sort, cluster=cluster,
                       counts={"cpu_jobs": "cpu_only", "filtered_status": "status"}, others=(treport,))
     meta["load_report"]["tasks"] = {k: v for k, v in treport.to_dict().items() if k != "on_bad_rows"}
-    meta["skipped"] = list(report.skipped) + list(treport.skipped)
     return df
 
 

@@ -30,10 +30,12 @@ few (``line N`` of a text file, header = line 1; ``entry N`` of a JSON list, fro
 the rule and value. ``on_bad_rows="skip"`` (command line: ``--skip-bad-rows``) drops them
 with a WARNING log line and counts them by reason in a load report, ``meta["load_report"]``
 of the trace (``attrs["meta"]["load_report"]`` of a job table), which a simulation carries
-into its ``config["workload_meta"]``; ``meta["skipped"]`` lists the message of every
-dropped row. Rows filtered on purpose (``statuses``, ``vc``, CPU-only jobs) are counted,
-never an error; a trace with no job left is always an error. The older ``errors=``
-keyword is deprecated (``"drop"``/``"skip"`` mean ``"skip"``).
+into its ``config["workload_meta"]``; ``meta["skipped"]`` lists the messages of the first 20
+dropped rows, ``meta["skipped_counts"]`` counts them all by reason and
+``meta["skipped_left_out"]`` says how many are not listed. Rows filtered on purpose
+(``statuses``, ``vc``, CPU-only jobs) are counted, never an error; a trace with no job left
+is always an error. The older ``errors=`` keyword is deprecated (``"drop"``/``"skip"`` mean
+``"skip"``).
 
 The readers parse columns at once (pandas, numpy) and build messages only for the rows
 they name. Each format's numeric and time columns are described as data (``_HELIOS``,
