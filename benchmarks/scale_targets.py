@@ -23,7 +23,17 @@ Rows (``case``):
 ``ratio`` is reference seconds / hetsched seconds (for the water-filling and hierarchical rows:
 hetsched seconds / one max-min solve); where the reference stopped at its time limit it is
 a lower bound (``agree`` then says so). Each case runs in a fresh subprocess, so ``peak_rss_mib`` is that case's own peak resident
-memory. Writes ``benchmarks/results/scale_targets.csv``.
+memory. Writes ``benchmarks/results/scale_targets.csv`` (rows of the cases run replace the
+recorded ones; the others stay).
+
+``*_hard`` cases: the same calls on the hard family of ``hard_instances.py`` (weights, mixed
+gangs up to 8, distinct throughputs, uneven and tiny capacities); ``ftf_1e5_hard`` is
+finish-time fairness.
+
+Regression guard: a case that runs more than ``--guard-factor`` (2) times slower than its
+recorded row, or loses the recorded "optimal", is printed as ``REGRESSION`` and the run
+exits 1, leaving the recorded CSV as it was (this run goes to
+``scale_targets.rejected.csv``; ``--accept`` records it anyway).
 
     python benchmarks/scale_targets.py                 # every case
     python benchmarks/scale_targets.py --cases maxmin_1e5 water_filling_2048
@@ -46,6 +56,7 @@ import numpy as np
 import hetsched as hs
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+from hard_instances import hard_instance  # noqa: E402
 from large_cluster import make_instance  # noqa: E402
 
 OUT = Path(__file__).resolve().parent / "results" / "scale_targets.csv"
@@ -89,7 +100,9 @@ def agree(res, ref, rel: float = 1e-6) -> str:
 
 def run_case(case: str, limit: float, seed: int) -> dict:
     row: dict = {"case": case}
-    if case in ("maxmin_1e5", "maxmin_1e6", "makespan_1e5", "maxsum_1e5"):
+    if case.endswith("_hard"):
+        row.update(_hard_case(case, limit, seed))
+    elif case in ("maxmin_1e5", "maxmin_1e6", "makespan_1e5", "maxsum_1e5"):
         policy = {"maxmin": "max_min_fairness", "makespan": "min_makespan", "maxsum": "max_sum_throughput"}[case.split("_")[0]]
         n = int(float(case.split("_")[1]))
         inst = make_instance("random", n, 10, seed)
@@ -162,8 +175,40 @@ def run_case(case: str, limit: float, seed: int) -> dict:
     return row
 
 
+HARD_POLICIES = {"maxmin": "max_min_fairness", "makespan": "min_makespan", "ftf": "finish_time_fairness"}
+
+
+def _hard_case(case: str, limit: float, seed: int) -> dict:
+    """A ``*_hard`` case: the same call on the hard family (``hard_instances.py``)."""
+    kind, size = case[: -len("_hard")].rsplit("_", 1)
+    n = int(float(size))
+    if kind in ("water_filling", "hierarchical"):
+        hier = kind == "hierarchical"
+        jobs, cluster = hard_instance(n, 3, seed, entities=8 if hier else 0)
+        policy = "hierarchical_max_min_fairness" if hier else "max_min_fairness_water_filling"
+        res, s = timed(lambda: hs.solve(policy, jobs, cluster))
+        ref, rs = timed(lambda: hs.solve("max_min_fairness", jobs, cluster))
+        return dict(n=n, m=3, seconds=s, status=res.status, detail=res.message[:90], ref_method="one max-min solve",
+                    ref_seconds=rs, ref_status=ref.status, ratio=s / rs)
+    policy = HARD_POLICIES[kind]
+    jobs, cluster = hard_instance(n, 10, seed)
+    if policy != "max_min_fairness":
+        rng = np.random.default_rng([seed, n])
+        jobs = hs.JobSet(jobs.throughputs, gpu_types=jobs.gpu_types, scale_factors=jobs.scale_factors,
+                         weights=jobs.weights, steps_remaining=rng.uniform(1e3, 1e6, n),
+                         time_since_start=rng.uniform(0.0, 3600.0, n))
+    res, s = timed(lambda: hs.solve(policy, jobs, cluster))
+    row = dict(n=n, m=10, seconds=s, status=res.status, detail=res.message[:90])
+    if kind == "maxmin" and n <= 100_000:
+        name, ref, rs = general(policy, jobs, cluster, limit)
+        row.update(ref_method=name, ref_seconds=rs, ref_status=ref.status, ratio=rs / s, agree=agree(res, ref))
+    return row
+
+
+HARD_CASES = ["maxmin_1e5_hard", "makespan_1e5_hard", "ftf_1e5_hard", "water_filling_2048_hard",
+              "water_filling_8192_hard", "hierarchical_2048_hard", "maxmin_1e6_hard"]
 CASES = ["maxmin_1e5", "makespan_1e5", "maxsum_1e5", "water_filling_2048", "water_filling_8192", "hierarchical_2048",
-         "maxsum_pack_place_2048", "cpu_rows_1e5", "maxmin_1e6"]
+         "maxsum_pack_place_2048", "cpu_rows_1e5", "maxmin_1e6", *HARD_CASES]
 
 
 def main(argv=None) -> int:
@@ -173,10 +218,14 @@ def main(argv=None) -> int:
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--one", default=None, help=argparse.SUPPRESS)  # child mode: run one case, print JSON
     ap.add_argument("--out", type=Path, default=OUT)
+    ap.add_argument("--guard-factor", type=float, default=2.0,
+                    help="a row slower than this many times its recorded seconds is a regression (exit 1)")
+    ap.add_argument("--accept", action="store_true", help="record this run even where it regressed")
     args = ap.parse_args(argv)
     if args.one:
         print(json.dumps(run_case(args.one, args.general_limit, args.seed)))
         return 0
+    recorded = read_recorded(args.out)
     rows = []
     for case in args.cases:
         proc = subprocess.run([sys.executable, __file__, "--one", case, "--general-limit", str(args.general_limit),
@@ -188,13 +237,47 @@ def main(argv=None) -> int:
         rows.append(row)
         fmt = {k: (f"{v:.3g}" if isinstance(v, float) else v) for k, v in row.items()}
         print(" | ".join(f"{k}={fmt.get(k, '')}" for k in COLUMNS if k in fmt), flush=True)
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    with args.out.open("w", newline="") as f:
+    bad = regressions(rows, recorded, args.guard_factor)
+    for line in bad:
+        print(f"REGRESSION: {line}", file=sys.stderr)
+    merged = {**recorded, **{r["case"]: r for r in rows}}
+    out = args.out
+    if bad and not args.accept:
+        out = args.out.with_name(args.out.stem + ".rejected.csv")
+        print(f"{len(bad)} row(s) regressed by more than {args.guard_factor}x against {args.out}; it is kept, and "
+              f"this run goes to {out} (rerun with --accept to record it)", file=sys.stderr)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    with out.open("w", newline="") as f:
         wr = csv.DictWriter(f, fieldnames=COLUMNS, extrasaction="ignore")
         wr.writeheader()
-        wr.writerows(rows)
-    print(f"wrote {args.out}")
-    return 0
+        wr.writerows([merged[c] for c in [*CASES, *sorted(set(merged) - set(CASES))] if c in merged])
+    print(f"wrote {out}")
+    return 1 if bad and not args.accept else 0
+
+
+def read_recorded(path: Path) -> dict[str, dict]:
+    """The recorded rows of ``path`` by case (none when it does not exist)."""
+    if not path.exists():
+        return {}
+    with path.open(newline="") as f:
+        return {r["case"]: r for r in csv.DictReader(f)}
+
+
+def regressions(rows: list[dict], recorded: dict[str, dict], factor: float) -> list[str]:
+    """Rows that ran more than ``factor`` times slower than the recorded row of their case, or
+    that lost an optimal status the recorded row had (the regression guard)."""
+    bad = []
+    for row in rows:
+        old = recorded.get(row["case"])
+        if not old or old.get("status") != "optimal":
+            continue
+        if row.get("status") != "optimal":
+            bad.append(f"{row['case']}: status {row.get('status')!r} (recorded: optimal)")
+            continue
+        was, now = float(old["seconds"]), float(row["seconds"])
+        if now > factor * was:
+            bad.append(f"{row['case']}: {now:.3g} s against {was:.3g} s recorded ({now / was:.1f}x)")
+    return bad
 
 
 if __name__ == "__main__":

@@ -345,3 +345,34 @@ def test_master_lp_failing_both_ways_hands_the_program_on(monkeypatch):
     monkeypatch.setattr(HighsBackend, "solve", real)
     ref = hs.solve("max_min_fairness", jobs, cluster, solver="highs")
     assert res.objective == pytest.approx(ref.objective, rel=REL)
+
+
+@pytest.mark.parametrize("seed", [0, 1])
+@pytest.mark.parametrize("policy", ["max_min_fairness", "min_makespan"])
+def test_hard_family_matches_highs_and_prices_what_overfills(seed: int, policy: str, caplog) -> None:
+    """The scale benchmark's hard family (benchmarks/hard_instances.py: weights 1 and 5, gangs
+    up to 8, distinct throughputs, uneven and tiny capacities) at 2,000 jobs, with the sampled
+    warm start forced: both stages match HiGHS (the level and the second stage's total); on
+    seed 1 the sample's master, infeasible at the sampled prices, is rescued by raising the
+    prices of the rows the vertices overfill rather than by the plain LP over every job."""
+    import logging
+    import sys
+    from pathlib import Path
+
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
+    from hard_instances import hard_instance
+
+    jobs, cluster = hard_instance(2000, 10, seed)
+    if policy == "min_makespan":
+        jobs = hs.JobSet(jobs.throughputs, gpu_types=jobs.gpu_types, scale_factors=jobs.scale_factors,
+                         weights=jobs.weights, steps_remaining=np.random.default_rng(seed).uniform(1e3, 1e6, 2000))
+    with caplog.at_level(logging.DEBUG, logger="hetsched.solvers.structured.floor"):
+        a = hs.solve(policy, jobs, cluster, solver="structured", options={"base_size": 100, "fallback": "none"})
+    b = hs.solve(policy, jobs, cluster, solver="highs")
+    assert a.status == b.status == "optimal", (a.message, b.message)
+    assert_feasible(a.X, jobs.throughputs, jobs.scale_factors, cluster.capacities(jobs.gpu_types))
+    assert a.objective == pytest.approx(b.objective, rel=REL)
+    total_a, total_b = float(a.effective_throughput.sum()), float(b.effective_throughput.sum())
+    assert total_a == pytest.approx(total_b, rel=REL)
+    if policy == "max_min_fairness" and seed == 1:    # an instance whose sample's master was infeasible
+        assert any("prices raised" in r.getMessage() for r in caplog.records)

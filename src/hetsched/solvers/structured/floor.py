@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import logging
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 
@@ -47,6 +47,9 @@ log = logging.getLogger(__name__)
 _ROUND_LOG = ("structured floor round %d: %d master jobs, %d group columns, %d vars, obj=%.12g, gap %.2e, "
               "%d violators, %d new columns")
 
+
+#: Certified gap at which a sample solved for first prices stops (:func:`_floor_warm_start`).
+WARM_GAP = 1e-4
 
 #: Floor-feasibility level at or below which a floor problem counts as tight (its floors are
 #: the optimum of a level LP, as in a policy's second stage).
@@ -371,6 +374,8 @@ def _floor_retry(P: SeparableProblem, S: _FloorState, res: StructuredResult, sta
         return False
     if S.cols is not None and not np.array_equal(S.cols[amb_idx], P.U[amb_idx]):
         S.cols[amb_idx] = P.U[amb_idx]  # the master jobs' chosen variables cannot meet their floors: all of them
+    elif fj.size and S.lam is not None and _fitting_prices(P, S):
+        pass  # the fixed vertices did not fit: regroup at prices where every job's vertex fits
     elif fj.size:
         S.amb[:] = True  # the fixed vertices do not fit: solve the plain LP
         S.cols = None
@@ -378,6 +383,44 @@ def _floor_retry(P: SeparableProblem, S: _FloorState, res: StructuredResult, sta
         return False
     res.history.append({"round": rnd, "master_jobs": int(amb_idx.size), "infeasible_master": True})
     return True
+
+
+#: Most doublings of the overfilled rows' prices :func:`_fitting_prices` tries.
+_FIT_DOUBLINGS = 60
+
+
+def _fitting_prices(P: SeparableProblem, S: _FloorState) -> bool:
+    """Raise the prices of the coupling rows that the jobs' best vertices overfill (double
+    them, from at least 1e-3 of the highest price) until every job's best vertex at the
+    prices fits the capacities together; set ``S.lam`` to them and return True, or False
+    when they fit already (nothing to raise) or still do not fit after
+    :data:`_FIT_DOUBLINGS` rounds (a job that can meet its floor only on a full row, say).
+
+    A master made infeasible by the fixed jobs' vertices is a symptom of prices far off
+    (measured on the hard instances of ``benchmarks/hard_instances.py``: a 12,500-job warm
+    start whose vertices put 9,700 GPUs' worth of time on a type with 170); at prices where
+    all vertices fit, the fixed jobs alone leave room for the master's, so regrouping there
+    keeps the master small where the plain LP over every job took most of the solve.
+    Prices only choose the master; the certificate is unchanged.
+    """
+    lam = np.maximum(S.lam, 0.0).astype(float)
+    base = 1e-3 * max(float(lam.max()), 1e-12)
+    rows = np.arange(P.n)
+    room = np.where(np.isfinite(S.C), S.C, np.inf) * (1.0 - 1e-9)
+    for i in range(_FIT_DOUBLINGS):
+        ch = floor_best(P.A, P.U, _price_fn(P, lam), P.c, P.floors)
+        if not np.all(np.isfinite(ch.value)):
+            return False
+        load = sum(P.loads(rows, k, a)[:, 0] for k, a in _entries(ch.kind, ch.k, ch.l, ch.xk, ch.xl))
+        over = load > room
+        if not over.any():
+            if i == 0:
+                return False    # they fit already: the master's infeasibility lies elsewhere
+            log.debug("structured floor: prices raised on %s until every vertex fits", np.flatnonzero(S.lam != lam))
+            S.lam, S.priced = lam, (lam, ch)
+            return True
+        lam = np.where(over, np.maximum(2.0 * lam, base), lam)
+    return False
 
 
 def _floor_price_round(P: SeparableProblem, S: _FloorState, F: _FloorFixed, amb_idx: np.ndarray, Xa: np.ndarray,
@@ -552,7 +595,9 @@ def _floor_warm_start(P: SeparableProblem, opts: StructuredOptions, deadline, de
         beta = min(1.0, rs.t / tau) * (1.0 - 1e-9)
         floors = np.where(pos[rows], P.floors[rows] * beta, P.floors[rows])
     sub = subproblem(P, rows, scale, floors=floors)
-    r = solve_floor(sub, opts, deadline, depth + 1)
+    # the sample only prices the whole problem, whose own rounds certify the result: a
+    # coarser gap there saves its last master solves (WARM_GAP)
+    r = solve_floor(sub, replace(opts, gap_tol=max(opts.gap_tol, WARM_GAP)), deadline, depth + 1)
     if r.status != "optimal":
         return None
     return r.lam, None
