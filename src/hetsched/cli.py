@@ -7,7 +7,7 @@ The command line is the one place in hetsched that prints; the library logs.
 * ``solve`` — one allocation for generated (or traced) jobs.
 * ``simulate`` — replay a generated workload, a trace file or a TOML experiment; writes
   ``jobs.csv``, ``rounds.csv``, ``summary.json`` and ``provenance.json`` with ``--out``.
-* ``sweep`` — policies x loads x seeds of generated workloads, or policies x seeds on one
+* ``sweep`` — policies x loads x seeds of generated workloads, or the policies on one
   ``--trace``, through a process pool (or a TOML experiment); writes ``sweep.csv`` and
   ``provenance.json``.
 * ``bench`` — simulation speed on Gavel's setup.
@@ -17,6 +17,11 @@ The command line is the one place in hetsched that prints; the library logs.
 Progress bars (``simulate``, ``sweep``) are on when stderr is a terminal and off under CI
 or when piped (:func:`hetsched.sim.provenance.progress_wanted`); ``--progress`` /
 ``--no-progress`` override.
+
+No option is silently ignored (issue 30): one that the rest of the command line makes
+ineffective -- ``--jobs`` with ``--trace``, ``--seed`` on ``sweep``, ``--runs`` without
+``--out``, any workload flag beside ``--config`` ... -- is an error (exit 2) naming the
+option, the rule and the value (:func:`_check_ignored`).
 * ``reproduce`` — the papers' headline experiments (see ``hetsched.reproduce``).
 * ``slurm`` — drive a Slurm partition with an online scheduler (see ``hetsched.slurm``, ``docs/slurm.md``).
 
@@ -36,6 +41,7 @@ from __future__ import annotations
 import argparse
 import logging
 import math
+import shlex
 import sys
 from collections.abc import Sequence
 from pathlib import Path
@@ -56,6 +62,7 @@ from .inputs.throughputs import (
     load_gavel_throughputs,
 )
 from .inputs.throughputs.gavel import MISSING_CHOICES
+from .inputs.traces.readers import trace_format
 from .policies import FinishTimeFairness, MaxMinFairness
 from .schedulers import Tiresias
 from .schedulers.names import list_schedulers, make_scheduler
@@ -108,25 +115,34 @@ _SUMMARY_ROWS = (
 
 
 # ----------------------------------------------------------------------------- parser
-def _add_workload_args(p: argparse.ArgumentParser, *, jobs_default: int = 200) -> None:
+def _add_workload_args(p: argparse.ArgumentParser, *, jobs_default: int = 200, sweep: bool = False) -> None:
+    """The workload and cluster options of ``solve``, ``simulate`` and ``sweep``. The options of
+    a generated workload are refused beside ``--trace``; ``sweep`` refuses ``--seed`` and
+    ``--rate`` (its ``--seeds`` and ``--loads``), which its help therefore does not list
+    (:func:`_check_ignored`)."""
     g = p.add_argument_group("workload")
-    g.add_argument("--jobs", "-n", type=int, default=jobs_default, help=f"generated jobs (default {jobs_default})")
-    g.add_argument("--seed", type=int, default=0, help="random seed (default 0)")
+    g.add_argument("--jobs", "-n", type=int, default=jobs_default,
+                   help=f"generated jobs (default {jobs_default}; not with --trace)")
+    g.add_argument("--seed", type=int, default=0,
+                   help=argparse.SUPPRESS if sweep else "random seed of the generated workload, or of the job types "
+                        "drawn for a cluster log (--trace of format philly, helios or pai) (default 0)")
     g.add_argument("--rate", "--arrival-rate", "--load", dest="rate", type=float, default=4.0,
-                   help="Poisson arrivals, jobs per hour (default 4)")
-    g.add_argument("--single-gpu", action="store_true", help="only 1-GPU jobs (Gavel's continuous-single trace)")
-    g.add_argument("--long-job-prob", type=float, default=0.2, help="probability of a long job (default 0.2)")
+                   help=argparse.SUPPRESS if sweep else "Poisson arrivals, jobs per hour (default 4; not with --trace)")
+    g.add_argument("--single-gpu", action="store_true",
+                   help="only 1-GPU jobs (Gavel's continuous-single trace; not with --trace)")
+    g.add_argument("--long-job-prob", type=float, default=0.2,
+                   help="probability of a long job (default 0.2; not with --trace)")
     g.add_argument("--throughputs", metavar="PATH", default=None,
                    help="local Gavel-format throughput JSON (default: the built-in generator)")
     _add_missing_arg(g)
     g.add_argument("--trace", metavar="PATH", default=None,
-                   help="replay a trace file instead of generated jobs (sweep: policies x --seeds on this trace)")
+                   help="replay a trace file instead of generated jobs (sweep: every policy on this trace)")
     g.add_argument("--profiles", metavar="DIR", default=None,
                    help="Sia/Pollux artifact folder with profiles/ (with --trace-format sia; default: "
                         "$HETSCHED_SIA_DATA, then ../shared/data/sia)")
     g.add_argument("--trace-format", choices=("gavel", "philly", "helios", "pai", "sia"), default=None,
-                   help="trace format (default from the file name)")
-    g.add_argument("--task-path", metavar="PATH", default=None, help="PAI task table (with --trace-format pai)")
+                   help="format of --trace (default from the file name: .json philly, .csv helios, else gavel)")
+    g.add_argument("--task-path", metavar="PATH", default=None, help="PAI task table (with --trace-format pai only)")
     g.add_argument("--skip-bad-rows", action="store_true",
                    help="drop the trace rows that cannot be used (unknown job type, unfinished job, malformed "
                         "field...) with a warning and record their counts in the provenance, instead of "
@@ -169,11 +185,13 @@ def _add_sim_args(p: argparse.ArgumentParser) -> None:
                    help="'on_change' (default) or a re-solve period in seconds")
     g.add_argument("--window", nargs=2, type=float, metavar=("START", "END"), default=None,
                    help="measure jobs START <= position < END (Gavel's -s/-e)")
-    g.add_argument("--window-unit", choices=("jobs", "seconds"), default="jobs")
+    g.add_argument("--window-unit", choices=("jobs", "seconds"), default="jobs",
+                   help="what the numbers of --window count (default jobs; with --window only)")
     g.add_argument("--max-time", type=float, default=None, help="stop at this simulated time (seconds)")
     g.add_argument("--wall-time-limit", type=float, default=None, help="stop after this many wall seconds")
     g.add_argument("--solver", default="auto", help="solver backend (default auto)")
-    g.add_argument("--rule", choices=("gavel", "deficit"), default="gavel", help="mechanism priority rule")
+    g.add_argument("--rule", choices=("gavel", "deficit"), default="gavel",
+                   help="priority rule of the round mechanism (default gavel; not with --mechanism ideal)")
     g.add_argument("--preset", choices=("gavel", "hetsched"), default=None,
                    help="named settings; 'gavel': re-solve at most once per 1,920 s, arrivals wait for it")
     g.add_argument("--restart-seconds", type=float, default=0.0,
@@ -244,20 +262,24 @@ def _add_simulate_parser(sub: Any) -> None:
     sim.add_argument("--policy", default="max_min_fairness", help="policy name (default max_min_fairness)")
     sim.add_argument("--param", action="append", default=[], metavar="KEY=VALUE",
                      help="policy parameter, e.g. heterogeneity_aware=false (repeatable)")
-    sim.add_argument("--config", metavar="TOML", default=None, help="a TOML experiment (overrides the flags)")
+    sim.add_argument("--config", metavar="TOML", default=None,
+                     help="a TOML experiment: the whole run (with --out, --runs, --progress, --skip-bad-rows and "
+                          "--missing only; any other flag is an error)")
     _add_workload_args(sim)
     _add_sim_args(sim)
     sim.add_argument("--out", "-o", "--output", dest="out", metavar="DIR", default=None,
                      help="write DIR/jobs.csv, DIR/rounds.csv and DIR/summary.json")
-    sim.add_argument("--runs", action="store_true", help="also write DIR/runs.csv (the run log)")
+    sim.add_argument("--runs", action="store_true", help="also write DIR/runs.csv (the run log; with --out only)")
     _add_progress_args(sim)
 
 
 def _add_sweep_parser(sub: Any) -> None:
-    """``sweep``: policies x loads x seeds (or policies x seeds on a ``--trace``) through a process pool."""
-    sw = sub.add_parser("sweep", help="policies x loads x seeds of generated workloads, or policies x seeds on one "
+    """``sweep``: policies x loads x seeds (or the policies on a ``--trace``) through a process pool."""
+    sw = sub.add_parser("sweep", help="policies x loads x seeds of generated workloads, or the policies on one "
                                       "--trace, through a process pool; writes sweep.csv")
-    sw.add_argument("--config", metavar="TOML", default=None, help="a TOML experiment")
+    sw.add_argument("--config", metavar="TOML", default=None,
+                    help="a TOML experiment: the whole sweep (with --out, --plot, --workers, --progress, "
+                         "--skip-bad-rows and --missing only; any other flag is an error)")
     sw.add_argument("--policies", default="max_min_fairness", help="comma-separated policy names")
     sw.add_argument("--agnostic", action="store_true",
                     help="also run max_min_fairness(heterogeneity_aware=False)")
@@ -265,14 +287,16 @@ def _add_sweep_parser(sub: Any) -> None:
                     help=f"comma-separated arrival rates of the generated workloads, jobs/hour (default {_LOADS}; "
                          "not with --trace, which brings its own arrivals)")
     sw.add_argument("--seeds", default="0",
-                    help="comma-separated seeds (with --trace: the simulation's seeds; a cluster log's job types "
-                         "are drawn once, with the first)")
-    _add_workload_args(sw)
+                    help="comma-separated seeds of the generated workloads (default 0); with --trace one seed, that "
+                         "of the job types drawn for a cluster log (not with a gavel or sia trace, which fixes every "
+                         "job; the simulation itself is deterministic)")
+    _add_workload_args(sw, sweep=True)
     _add_sim_args(sw)
     sw.add_argument("--workers", type=int, default=None, help="processes (default: CPU count; 1: in process)")
     sw.add_argument("--out", "-o", metavar="DIR", default=None,
                     help="write DIR/sweep.csv and DIR/provenance.json (and DIR/jct_vs_load.png)")
-    sw.add_argument("--plot", action="store_true", help="also plot average JCT vs load")
+    sw.add_argument("--plot", action="store_true",
+                    help="also plot average JCT vs load into DIR/jct_vs_load.png (with --out only)")
     _add_progress_args(sw)
 
 
@@ -300,7 +324,8 @@ def _add_plot_parser(sub: Any) -> None:
                          "an --out ending in .png/.pdf/.svg gets jct_cdf for runs, jct_vs_load for a sweep)")
     pt.add_argument("--out", "-o", metavar="PATH", required=True, help="a figure file, or a directory for every figure")
     pt.add_argument("--window-hours", type=float, default=None,
-                    help="utilization smoothing window, hours of simulated time (default: 1/50 of the span)")
+                    help="utilization smoothing window, hours of simulated time (default: 1/50 of the span; only "
+                         "when a utilization figure is drawn)")
 
 
 # ----------------------------------------------------------------------------- main
@@ -327,7 +352,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.verbose:
         logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s", stream=sys.stderr)
     # The command as it can be run again (recorded in every output directory's provenance.json).
-    args.command_line = [sys.executable, "-m", "hetsched", *(sys.argv[1:] if argv is None else [str(a) for a in argv])]
+    given_argv = sys.argv[1:] if argv is None else [str(a) for a in argv]
+    args.command_line = [sys.executable, "-m", "hetsched", *given_argv]
     out = sys.stdout
     if args.command == "policies":   # every name simulate --policy takes: policies and round schedulers
         for name in list_schedulers():
@@ -336,6 +362,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     handlers = {"demo": _demo, "solve": _solve, "simulate": _simulate, "sweep": _sweep, "bench": _bench,
                 "plot": _plot, "reproduce": _reproduce, "slurm": _slurm}
     try:
+        _check_ignored(args, _given_options(given_argv))
         _check_missing(args)
         return handlers[args.command](args, out)
     except ValidationError as exc:
@@ -442,6 +469,174 @@ def _check_missing(args: argparse.Namespace) -> None:
     raise ValidationError(f"`--missing {missing}` applies to the throughput table of `--throughputs` (or of a "
                           "--config experiment), and none is given: the built-in generator has every row on every "
                           "GPU type.")
+
+
+def _given_options(argv: Sequence[str]) -> dict[str, str]:
+    """The options given on the command line ``argv`` (not left at their defaults): dest ->
+    the option as given, e.g. ``{"jobs": "--jobs 10", "single_gpu": "--single-gpu"}``.
+
+    ``argv`` is parsed again by a parser whose options have no defaults
+    (``argparse.SUPPRESS``), so that only the options given land in the namespace. ``argv``
+    has parsed once already, so this parse cannot fail. An option given with its default
+    value counts as given (``--jobs 200`` with ``--trace`` is refused like ``--jobs 10``).
+    """
+    parser = _build_parser()
+    subs: dict[str, argparse.ArgumentParser] = {}
+
+    def no_defaults(p: argparse.ArgumentParser) -> None:
+        for action in p._actions:   # argparse has no public list of a parser's actions
+            if isinstance(action, argparse._SubParsersAction):
+                subs.update(action.choices)
+                for sp in action.choices.values():
+                    no_defaults(sp)
+            elif action.option_strings:
+                action.default = argparse.SUPPRESS
+
+    no_defaults(parser)
+    ns = vars(parser.parse_args(list(argv)))
+    actions = [a for a in (*parser._actions, *subs[ns["command"]]._actions) if a.option_strings]
+    given: dict[str, str] = {}
+    for dest, value in ns.items():
+        same = [a for a in actions if a.dest == dest]
+        if not same:   # the command, a positional
+            continue
+        # --placement / --no-placement share a dest: the one whose constant was stored
+        action = next((a for a in same if a.nargs == 0 and a.const == value), same[0])
+        flag = next((o for o in action.option_strings if o.startswith("--")), action.option_strings[0])
+        if action.nargs == 0:
+            given[dest] = flag
+        elif isinstance(action, argparse._AppendAction):
+            given[dest] = " ".join(f"{flag} {shlex.quote(str(v))}" for v in value)
+        elif isinstance(value, (list, tuple)):
+            given[dest] = " ".join([flag, *(shlex.quote(str(v)) for v in value)])
+        else:
+            given[dest] = f"{flag} {shlex.quote(str(value))}"
+    return given
+
+
+#: Options of a generated workload (solve, simulate, sweep): dest -> what it sets. A
+#: ``--trace`` brings its own jobs and arrivals, so each is refused beside one.
+_GENERATOR_OPTIONS = {
+    "jobs": "sets the number of jobs of a generated workload",
+    "rate": "sets the arrival rate of a generated workload",
+    "single_gpu": "makes a generated workload of 1-GPU jobs only",
+    "long_job_prob": "sets the share of long jobs of a generated workload",
+}
+#: Options of simulate / sweep that apply beside ``--config`` (the TOML file holds the rest).
+_WITH_CONFIG = frozenset({"config", "out", "runs", "plot", "workers", "progress", "skip_bad_rows", "missing",
+                          "verbose"})
+#: Trace formats whose jobs the trace fixes: no seed draws anything from them.
+_FIXED_FORMATS = ("gavel", "sia")
+
+
+def _flag(option: str) -> str:
+    """The option name of a given option (``"--jobs 10"`` -> ``"--jobs"``)."""
+    return option.split(" ", 1)[0]
+
+
+def _check_ignored(args: argparse.Namespace, given: dict[str, str]) -> None:
+    """Refuse the options that the rest of the command line would make ineffective (issue 30:
+    no option is silently ignored), before anything runs.
+
+    ``given`` is :func:`_given_options`. Refused, on ``solve``, ``simulate`` and ``sweep``:
+    the options of a generated workload (``--jobs``, ``--rate``, ``--single-gpu``,
+    ``--long-job-prob``) with ``--trace``; ``--trace-format``, ``--profiles`` or
+    ``--task-path`` without ``--trace``, ``--profiles`` with a trace not of format sia,
+    ``--task-path`` with one not of format pai, ``--throughputs`` with a sia trace; ``--seed``
+    (``sweep``: ``--seeds``) with a gavel or sia trace, which fixes every job; on
+    ``simulate`` and ``sweep``: every option but those of :data:`_WITH_CONFIG` beside
+    ``--config``; ``--window-unit`` without ``--window``; ``--rule`` with ``--mechanism
+    ideal``; ``--runs`` (simulate) and ``--plot`` (sweep) without ``--out``; on ``sweep``:
+    ``--seed`` and ``--rate`` (its ``--seeds`` and ``--loads`` say them), and more than one
+    seed with ``--trace``. (``sweep --trace`` refuses ``--loads`` and ``--plot`` in
+    :func:`_sweep_trace`; ``plot`` refuses ``--window-hours`` without a utilization figure
+    in :func:`_plot`; ``reproduce`` refuses ``--throughputs`` for experiments that read no
+    throughput table.)
+
+    Raises
+    ------
+    ValidationError
+        One line naming each option refused, the rule and the value given.
+    """
+    cmd = args.command
+    if cmd not in ("solve", "simulate", "sweep"):
+        return
+    problems: list[str] = []
+    for dest, writes in (("runs", "DIR/runs.csv"), ("plot", "DIR/jct_vs_load.png")):
+        if dest in given and cmd in ("simulate", "sweep") and args.out is None:
+            problems.append(f"`{given[dest]}` writes {writes} into the directory of `--out DIR`, and no --out is "
+                            f"given; got {given[dest]}: add --out DIR or drop {given[dest]}.")
+    if getattr(args, "config", None) is not None:
+        extra = [v for k, v in given.items() if k not in _WITH_CONFIG]
+        if extra:
+            names = ", ".join(f"`{_flag(v)}`" for v in extra)
+            beside = ", ".join("--" + d.replace("_", "-") for d in sorted(_WITH_CONFIG - {"config", "verbose"})
+                               if hasattr(args, d))
+            problems.append(
+                f"{names} would be ignored: `--config` {args.config!r} describes the whole "
+                f"{'sweep' if cmd == 'sweep' else 'run'} (policy, workload, cluster and simulation options; only "
+                f"{beside} apply beside it); got {' '.join(extra)}: drop {'them' if len(extra) > 1 else 'it'} (the "
+                "TOML file can set the value), or drop --config.")
+        if problems:
+            raise ValidationError(" ".join(problems))
+        return
+    trace = args.trace
+    fmt = None if trace is None else (args.trace_format or trace_format(trace))
+    if trace is not None:
+        for dest, what in _GENERATOR_OPTIONS.items():
+            if dest in given:
+                flag = _flag(given[dest])
+                problems.append(f"`{flag}` {what}; `--trace` {trace!r} brings its own jobs and arrival times; got "
+                                f"{given[dest]}: drop {flag} or --trace.")
+    else:
+        for dest, what in (("trace_format", "is the format of `--trace`"),
+                           ("profiles", "is the profile folder of a Sia `--trace` (--trace-format sia)"),
+                           ("task_path", "is the task table of a PAI `--trace` (--trace-format pai)")):
+            if dest in given:
+                flag = _flag(given[dest])
+                problems.append(f"`{flag}` {what}, and no --trace is given (the workload is generated); got "
+                                f"{given[dest]}: drop {flag} or add --trace PATH.")
+    if trace is not None and "profiles" in given and fmt != "sia":
+        problems.append(f"`--profiles` is the profile folder of a Sia workload (--trace-format sia); `--trace` "
+                        f"{trace!r} is read as a {fmt} trace; got {given['profiles']}: drop --profiles or pass "
+                        "--trace-format sia.")
+    if trace is not None and "task_path" in given and fmt != "pai":
+        problems.append(f"`--task-path` is the task table of a PAI trace (--trace-format pai); `--trace` {trace!r} "
+                        f"is read as a {fmt} trace; got {given['task_path']}: drop --task-path or pass "
+                        "--trace-format pai.")
+    if fmt == "sia" and "throughputs" in given:
+        problems.append(f"`--throughputs` is the throughput table of a generated workload or of a gavel, philly, "
+                        f"helios or pai trace; a Sia workload (--trace-format sia) takes its throughputs from its "
+                        f"profiles (--profiles); got {given['throughputs']}: drop --throughputs.")
+    for dest in ("seed", "seeds"):
+        if fmt in _FIXED_FORMATS and dest in given:
+            problems.append(f"`--{dest}` seeds a generated workload, or the job types drawn for a cluster log (a "
+                            f"--trace of format philly, helios or pai); `--trace` {trace!r} is a {fmt} trace, which "
+                            f"fixes every job, and the {'solve' if cmd == 'solve' else 'simulation'} itself is "
+                            f"deterministic, so it would change nothing; got {given[dest]}: drop --{dest}.")
+    if cmd == "sweep":
+        if trace is not None and fmt not in _FIXED_FORMATS and len(_parse_list(args.seeds, int, "--seeds")) > 1:
+            problems.append(f"`--seeds` lists the seeds of generated workloads; a sweep over `--trace` {trace!r} "
+                            "reads the trace once (a cluster log's job types drawn with one seed) and each "
+                            "simulation is deterministic, so every seed after the first would repeat the runs of "
+                            f"the first; got {given['seeds']}: give one seed (it draws the job types), or sweep "
+                            "generated workloads without --trace.")
+        if "seed" in given and fmt not in _FIXED_FORMATS:
+            problems.append(f"`--seed` sets the seed of one run; a sweep runs every seed of --seeds; got "
+                            f"{given['seed']}: use --seeds (e.g. --seeds {args.seed}).")
+        if "rate" in given and trace is None:
+            problems.append(f"`--rate` sets the arrival rate of one generated workload; a sweep runs every rate of "
+                            f"--loads; got {given['rate']}: use --loads (e.g. --loads {args.rate:g}).")
+    if cmd in ("simulate", "sweep"):
+        if "window_unit" in given and args.window is None:
+            problems.append(f"`--window-unit` says what the numbers of `--window` count, and no --window is given; "
+                            f"got {given['window_unit']}: drop --window-unit or add --window START END.")
+        if "rule" in given and args.mechanism == "ideal":
+            problems.append(f"`--rule` orders the jobs of the round mechanism (--mechanism rounds); `--mechanism "
+                            f"ideal` gives every job exactly its allocation, in no order; got {given['rule']}: drop "
+                            "--rule or --mechanism ideal.")
+    if problems:
+        raise ValidationError(" ".join(problems))
 
 
 def _table(args: argparse.Namespace) -> ThroughputCatalogue:
@@ -792,7 +987,7 @@ def _sweep(args: argparse.Namespace, out: TextIO) -> int:
 
             policies["max_min_fairness(heterogeneity_aware=False)"] = MaxMinFairness(heterogeneity_aware=False)
         seeds = _parse_list(args.seeds, int, "--seeds")
-        if args.trace is not None:   # policies x seeds on the one trace
+        if args.trace is not None:   # the policies on the one trace (one seed: _check_ignored)
             grid = {"policy": policies, "seed": seeds, "cluster": cluster,
                     "workload": _sweep_trace(args, cluster, seeds)}
         else:
@@ -842,7 +1037,7 @@ def _sweep(args: argparse.Namespace, out: TextIO) -> int:
 
 def _sweep_trace(args: argparse.Namespace, cluster: Cluster, seeds: list[int]) -> Any:
     """The workload of ``sweep --trace``: the trace, read once (a cluster log's job types drawn
-    with the first of ``seeds``, as a ``--config`` trace is); every run replays it.
+    with ``seeds``' one seed, as a ``--config`` trace is); every run replays it.
 
     Raises
     ------
@@ -853,11 +1048,11 @@ def _sweep_trace(args: argparse.Namespace, cluster: Cluster, seeds: list[int]) -
     if args.loads is not None:
         raise ValidationError(f"`--loads` sets the arrival rates of generated workloads; a sweep over `--trace` "
                               f"{args.trace!r} replays the trace's own arrivals, so it cannot vary them; got "
-                              f"--loads {args.loads!r}. Drop --loads (the sweep runs --policies x --seeds on the "
+                              f"--loads {args.loads!r}. Drop --loads (the sweep runs --policies on the "
                               "trace), or sweep generated workloads without --trace.")
     if args.plot:
         raise ValidationError(f"`--plot` draws average JCT against load; a sweep over `--trace` {args.trace!r} has "
-                              "no load axis (the runs are in sweep.csv, one per policy and seed).")
+                              "no load axis (the runs are in sweep.csv, one per policy).")
     return _workload(argparse.Namespace(**{**vars(args), "seed": seeds[0]}), cluster)
 
 
@@ -949,6 +1144,11 @@ def _plot(args: argparse.Namespace, out: TextIO) -> int:
     default = "jct_cdf" if what == "runs" else "jct_vs_load"
     single = args.kind is not None or Path(args.out).suffix.lower() in (".png", ".pdf", ".svg", ".jpg")
     kinds = [args.kind or default] if single else (list(_RUN_KINDS) if what == "runs" else ["jct_vs_load"])
+    if args.window_hours is not None and "utilization" not in kinds:   # issue 30: never ignored silently
+        raise ValidationError(f"`--window-hours` smooths the utilization figure, and this plot draws none (it draws "
+                              f"{', '.join(kinds)}); got --window-hours {args.window_hours:g}: drop --window-hours, "
+                              "or draw utilization (--kind utilization, or a directory --out for every figure of "
+                              "simulate --out runs).")
     bad = [k for k in kinds if (k == "jct_vs_load") != (what == "sweeps")]
     if bad:
         need = "a sweep (sweep.csv)" if bad[0] == "jct_vs_load" else "simulate --out directories"

@@ -11,6 +11,9 @@ __all__ = ["add_parser", "run"]
 _SHOW = ("policy", "mix", "load", "restart_seconds", "seeds", "drained", "avg_jct_hours", "std_jct_hours",
          "agnostic_over_aware", "worst_rho_mean", "worst_rho_max", "p99_rho", "share_rho_above_1_05",
          "p99_jct_hours", "makespan_hours", "utilization", "sia_reduction", "saturated")
+#: The experiments that read Gavel's throughput table (``Settings.table``), so take ``--throughputs``;
+#: Sia's Table 3 runs on Sia's own profiles.
+_READ_TABLE = ("gavel_fig8", "gavel_fig9", "themis_ftf", "sia_elastic")
 
 
 def add_parser(sub: Any) -> argparse.ArgumentParser:
@@ -25,7 +28,8 @@ def add_parser(sub: Any) -> argparse.ArgumentParser:
     p.add_argument("--figures", metavar="DIR", default=None, help="directory for the PNG figures (default: --out)")
     p.add_argument("--workers", type=int, default=None, help="processes (default: CPU count; 1: in process)")
     p.add_argument("--throughputs", metavar="PATH", default=None,
-                   help="Gavel's simulation_throughputs.json (default: ../shared/data/gavel/, else the generated table)")
+                   help="Gavel's simulation_throughputs.json (default: ../shared/data/gavel/, else the generated "
+                        f"table); read by {', '.join(_READ_TABLE)} only")
     return p
 
 
@@ -34,10 +38,16 @@ def run(args: argparse.Namespace, out: TextIO) -> int:
     (0; 1 when a simulation failed). Bad arguments raise ``ValidationError`` (exit 2)."""
     import pandas as pd
 
+    from ..errors import ValidationError
     from ..validation import check_output_path as _check_out
     from . import EXPERIMENTS, Settings, check_names, run_experiments
 
     names = check_names(args.names)
+    if args.throughputs is not None and not set(names) & set(_READ_TABLE):   # issue 30: never ignored silently
+        raise ValidationError(f"`--throughputs` is Gavel's throughput table, which only the experiments "
+                              f"{list(_READ_TABLE)} read; {', '.join(names)} read none (Sia's own profiles); got "
+                              f"--throughputs {args.throughputs!r}: drop --throughputs, or name an experiment that "
+                              "reads it.")
     _check_out(args.out, "dir")
     _check_out(args.figures, "dir", "--figures")
     settings = Settings(quick=args.quick, workers=args.workers, throughputs=args.throughputs)

@@ -82,6 +82,14 @@ __all__ = [
 _FORMATS = ("gavel", "philly", "helios", "pai")
 
 
+def trace_format(path: str | Path, format: str | None = None) -> str:
+    """The format :func:`load_trace` reads ``path`` as: ``format`` when given, else from the
+    file name (``.json`` philly, ``.csv`` helios, anything else gavel)."""
+    if format is not None:
+        return format
+    return {".json": "philly", ".csv": "helios"}.get(Path(str(path)).suffix.lower(), "gavel")
+
+
 def load_trace(
     path: str | Path,
     format: str | None = None,
@@ -136,10 +144,7 @@ def load_trace(
     """
     mode = resolve_on_bad_rows(on_bad_rows, errors)
     p = Path(path) if isinstance(path, (str, Path)) else path
-    fmt = format
-    if fmt is None:
-        suffix = Path(str(p)).suffix.lower()
-        fmt = {".json": "philly", ".csv": "helios"}.get(suffix, "gavel")
+    fmt = trace_format(p, format)
     check_choice(fmt, "format", _FORMATS)
     table_opts = {k: options.pop(k) for k in ("unmatched", "gpu_type_map", "reference_gpu_type") if k in options}
     reader = {"gavel": read_gavel_trace, "philly": read_philly_trace, "helios": read_helios_trace,
