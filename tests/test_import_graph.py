@@ -60,7 +60,7 @@ LAYERS: list[tuple[str, ...]] = [
     ("solvers",), ("formulations",), ("result",), ("api",), ("policies",),  # 2
     ("mechanism", "placement", "adaptive"),  # 3 (adaptive: goodput model, configuration search)
     ("rounds",),  # 4: the round engine, below every driver
-    ("schedulers",), ("online",), ("sim",),  # 5
+    ("schedulers",), ("online",), ("sim",), ("slurm",),  # 5 (slurm: the online scheduler driving Slurm)
     ("reproduce",), ("cli",), ("__main__",),  # 6
 ]
 

@@ -37,9 +37,10 @@ is a driver of this same object with a simulated clock.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import threading
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from typing import Any
 
 import numpy as np
@@ -67,6 +68,9 @@ from .table import CANCELLED, COMPLETED, JobTable
 __all__ = ["OnlinePlan", "OnlineScheduler"]
 
 log = logging.getLogger(__name__)
+
+#: What a store reopened with ``resize=True`` may differ in (:meth:`OnlineScheduler.resize`).
+_RESIZABLE = frozenset({"capacities", "servers"})
 
 
 class OnlineScheduler:
@@ -105,6 +109,14 @@ class OnlineScheduler:
         must be "rounds".
     synchronous : {"FULL", "NORMAL", "OFF", "EXTRA"}, default "FULL"
         SQLite durability (see :class:`~hetsched.online.store.Store`).
+    resize : bool, default False
+        Reopening a store written for other GPU counts or servers (the same GPU types, round
+        length and scheduler): False refuses it; True keeps every job and takes ``cluster``
+        as a :meth:`resize` (a node lost or added while the process was down).
+    consolidate : bool, default False
+        With servers: every row of more than one GPU must be placed on one server (a cluster
+        manager whose gang is one node, as Slurm's per-node ``--gres``); a row placement can
+        only spread waits for the next plan instead of running spread.
     profiles : Mapping[str, ModelProfile], optional
         Required by (and only for) the adaptive schedulers (Pollux, AdaptiveSia, Optimus of
         :mod:`hetsched.schedulers`): the models jobs are submitted with
@@ -136,10 +148,12 @@ class OnlineScheduler:
     def __init__(self, scheduler: Any, cluster: Cluster, *, store: Any = None, round_seconds: float = 360.0,
                  reference: ThroughputCatalogue | None = None, ema_alpha: float = 0.25, completion: str = "nearest",
                  learn: bool = True, solve_time_limit: float | None = None, options: MechanismOptions | None = None,
-                 synchronous: str = "FULL", profiles: Mapping[str, ModelProfile] | None = None) -> None:
+                 synchronous: str = "FULL", profiles: Mapping[str, ModelProfile] | None = None,
+                 resize: bool = False, consolidate: bool = False) -> None:
         if not isinstance(cluster, Cluster):
             raise ValidationError(f"`cluster` must be a hetsched.Cluster; got {type(cluster).__name__}.")
         check_bool(learn, "learn")
+        self._resize_on_open = check_bool(resize, "resize")
         opts = options if options is not None else MechanismOptions()
         if not isinstance(opts, MechanismOptions):
             raise ValidationError("`options` must be a hetsched.rounds.MechanismOptions (hetsched.SimOptions is one) "
@@ -181,7 +195,7 @@ class OnlineScheduler:
                                    estimates=Estimates(self.jobs, self.estimator), tables=tables,
                                    reference=reference, store=self._store,
                                    elastic=policy is not None and policy.emits_configurations,
-                                   adaptive=self.adaptive_jobs)
+                                   adaptive=self.adaptive_jobs, consolidate=check_bool(consolidate, "consolidate"))
             self.capacities = self._step.capacities
             self._intake = Intake(self._step, self._store, self.estimator, learn=self.learn,
                                   requires=() if policy is None else tuple(policy.requires),
@@ -209,19 +223,91 @@ class OnlineScheduler:
             return
         old = st.config()
         diff = sorted(k for k in cfg if old.get(k) != cfg[k])
-        if diff:
+        resized = bool(diff) and self._resize_on_open and set(diff) <= _RESIZABLE
+        if resized:
+            self._check_resize(self.cluster)
+        elif diff:
             k = diff[0]
             raise ValidationError(f"store {st.where!r} was written for {k}={old.get(k)!r}; this scheduler has "
                                   f"{k}={cfg[k]!r}. Open it with the same cluster, round length and scheduler, "
                                   "or use a new store.")
         try:
             self._intake.restore()
-            self._step.restore()
+            self._step.restore(placement=not resized)
         except (KeyError, ValueError, IndexError, AttributeError, TypeError) as exc:
             raise StoreError(f"store {st.where!r}: its contents could not be read back ({type(exc).__name__}: {exc}); "
                              "it is not reset.") from None
         log.info("opened store %s: %d jobs (%d active), %d rounds planned", st.where, self.jobs.n,
                  self.jobs.active().size, self._step.round_index)
+        if resized:
+            log.info("store %s was written for capacities %s, servers %s: resized", st.where, old["capacities"],
+                     old["servers"])
+            self._save_resize()
+            self._step.changed = True
+
+    # ------------------------------------------------------------------ capacity changes
+    def _check_resize(self, cluster: Any) -> None:
+        if not isinstance(cluster, Cluster):
+            raise ValidationError(f"`cluster` must be a hetsched.Cluster; got {type(cluster).__name__}.")
+        if tuple(cluster.gpu_types) != self.gpu_types:
+            raise ValidationError(f"`cluster` must have this scheduler's GPU types {list(self.gpu_types)} in this "
+                                  f"order (a type may have 0 GPUs); got {list(cluster.gpu_types)}.")
+        if (cluster.topology is None) != (self.cluster.topology is None):
+            had = "has" if self.cluster.topology is not None else "has no"
+            raise ValidationError(f"`cluster` must have servers exactly when the scheduler's cluster has them (it {had} "
+                                  "a topology); build both with Cluster.from_servers or neither.")
+        if self.adaptive_jobs is not None:
+            raise ValidationError(f"resizing is not supported for the adaptive scheduler "
+                                  f"{scheduler_label(self.scheduler)!r}; open a new store.")
+
+    def _save_resize(self) -> None:
+        """Record the scheduler's (new) cluster in the store with the last round's state minus its placement."""
+        step = self._step
+        snap = None
+        if step.last_now is not None:
+            tree, arrays = step.snapshot(step.rows)
+            snap = None if tree is None else (tree, arrays)
+        self._store.save_cluster(self._config(), snap)
+
+    def resize(self, cluster: Cluster) -> None:
+        """Plan on ``cluster`` from the next plan on: a node lost, drained or added.
+
+        Every job keeps its state (steps, estimates, the scheduler's history); the GPU counts
+        and servers change, the next plan re-solves and places afresh (jobs may move), and
+        the store records the new cluster in one transaction, so a reopen continues with it.
+
+        Parameters
+        ----------
+        cluster : Cluster
+            The same GPU types in the same order (a type may have 0 GPUs), with servers
+            (:meth:`Cluster.from_servers`) exactly when this scheduler's cluster has them.
+
+        Raises
+        ------
+        ValidationError
+            Other GPU types, servers added or taken away, or an adaptive scheduler. Nothing
+            changes then.
+        """
+        with self._lock:
+            self._usable()
+            self._check_resize(cluster)
+            if cluster == self.cluster and self._servers(cluster) == self._servers(self.cluster):
+                return
+            old = self.cluster
+            self.cluster = cluster
+            self._step.resize(cluster)
+            try:
+                self._save_resize()
+            except BaseException:
+                self.cluster = old
+                self._step.resize(old)
+                raise
+            log.info("resized to %s", cluster.as_dict())
+
+    @staticmethod
+    def _servers(cluster: Cluster) -> Any:
+        topo = cluster.topology
+        return None if topo is None else (topo.server_names, topo.server_type.tolist(), topo.server_gpus.tolist())
 
     def close(self) -> None:
         """Close the store (idempotent); the state stays in the file."""
@@ -238,7 +324,7 @@ class OnlineScheduler:
         if not self._store.is_open:
             raise StoreError(f"this OnlineScheduler's store {self._store.where!r} is closed.")
         if self._broken is not None:
-            raise StoreError(f"this OnlineScheduler stopped after an error in next_round ({self._broken}); its "
+            raise StoreError(f"this OnlineScheduler stopped after an error ({self._broken}); its "
                              f"in-memory state may be partial. Open a new OnlineScheduler on {self._store.where!r} "
                              "(the store holds the last committed state).")
 
@@ -405,9 +491,56 @@ class OnlineScheduler:
             return pd.Series(self.sides.value(num, other), index=list(self.gpu_types), name=job_id)
 
     def job_table(self) -> pd.DataFrame:
-        """Every submitted job: id, type, gang, status, steps done and total, arrival, finish."""
+        """Every submitted job, one row each (index: submission number).
+
+        Returns
+        -------
+        DataFrame
+            ``job_id``, ``job_type``, ``scale_factor``, ``status``, ``steps_done``,
+            ``total_steps``, ``arrival_s`` and ``finish_s`` (seconds on the scheduler's
+            clock; ``finish_s`` NaN until the job completes) and ``weight``.
+        """
         with self._lock:
             return self._intake.table()
+
+    @contextlib.contextmanager
+    def batch(self) -> Iterator[None]:
+        """Make the calls of the block (submits, reports, completions, ...) one store transaction:
+        one commit instead of one per call, for a driver that sends thousands per round.
+
+        A call that raises inside the block still changes nothing (it is a savepoint of its
+        own). An exception that leaves the block rolls back every call of it; the object
+        then refuses further calls (its memory holds them): open a new one on the store. A
+        crash inside the block loses the whole block, which a driver that re-reads its
+        sources (as :class:`hetsched.slurm.SlurmDriver` does) sends again.
+
+        Examples
+        --------
+        >>> import hetsched as hs
+        >>> sched = hs.OnlineScheduler("fifo", hs.Cluster({"v100": 2}))
+        >>> with sched.batch():
+        ...     for i in range(3):
+        ...         sched.submit(i, throughputs={"v100": 1.0})
+        >>> sched.job_table()["job_id"].tolist()
+        [0, 1, 2]
+        """
+        with self._lock:
+            self._usable()
+            try:
+                with self._store.batch():
+                    yield
+            except BaseException as exc:
+                self._broken = f"a batch of calls was rolled back ({type(exc).__name__}: {exc})"
+                raise
+
+    def leases(self) -> pd.DataFrame | None:
+        """What the last plan runs until the next one: its ``assignments`` (as
+        :attr:`OnlinePlan.assignments`), also after the store was reopened (a driver that
+        crashed between planning and acting applies it again). None before any plan with
+        jobs; after a :meth:`resize` its servers and GPU ids are empty (placement restarts)."""
+        with self._lock:
+            self._usable()
+            return self._step.last_assignments()
 
     @property
     def elastic(self) -> bool:
@@ -469,7 +602,7 @@ class OnlineScheduler:
             try:
                 return self._step.next_round(t)
             except Exception as exc:   # the in-memory state may be partly advanced: refuse more calls
-                self._broken = f"{type(exc).__name__}: {exc}"
+                self._broken = f"in next_round: {type(exc).__name__}: {exc}"
                 raise
 
     def __repr__(self) -> str:

@@ -5,6 +5,7 @@ returns an :class:`OnlinePlan`."""
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import json
 import logging
@@ -121,12 +122,16 @@ class RoundStep:
     adaptive : OnlineAdaptiveJobs or None
         The adaptive jobs and their measurements (the view's ``context["adaptive"]``), when
         the scheduler adapts jobs.
+    consolidate : bool
+        Every multi-GPU row must run on one server (:class:`OnlineScheduler`'s ``consolidate``).
     """
 
     def __init__(self, scheduler: RoundScheduler, cluster: Cluster, round_seconds: float, *, jobs: JobTable,
                  sides: SideRates, estimates: Estimates, tables: JobTables, reference: ThroughputCatalogue | None,
-                 store: Store, elastic: bool, adaptive: OnlineAdaptiveJobs | None = None) -> None:
+                 store: Store, elastic: bool, adaptive: OnlineAdaptiveJobs | None = None,
+                 consolidate: bool = False) -> None:
         self.scheduler = scheduler
+        self.consolidate = consolidate
         self.cluster = cluster
         self.gpu_types = tuple(cluster.gpu_types)
         self.capacities = cluster.capacities(self.gpu_types).astype(np.int64)
@@ -153,9 +158,10 @@ class RoundStep:
         self.state = self.scheduler.initial_state(0.0)
         self.snapshot(None)
 
-    def restore(self) -> None:
+    def restore(self, *, placement: bool = True) -> None:
         """Read the last round back from the store (after the jobs, :meth:`Intake.restore
-        <hetsched.online.intake.Intake.restore>`)."""
+        <hetsched.online.intake.Intake.restore>`); ``placement=False`` drops the stored
+        placement (it was made on servers the cluster no longer has, :meth:`resize`)."""
         snap = self.store.load_snapshot()
         J = self.jobs
         if snap is None:
@@ -165,7 +171,7 @@ class RoundStep:
             data = read_round(tree, arrays)
             self.state, self.rows = data["state"], data["rows"]
             self.row_base = data.get("row_base")
-            if self.placer is not None:
+            if self.placer is not None and placement:
                 self.placer.previous = placement_from_data(data["placer"], self.cluster.topology)
             n_old = data["iso_rate"].shape[0]
             J.iso_rate[:n_old] = data["iso_rate"]
@@ -182,6 +188,16 @@ class RoundStep:
                 elif points:
                     self.adaptive.metrics.setdefault(num, []).extend(points)
         self.changed = self.store.changed
+
+    def resize(self, cluster: Cluster) -> None:
+        """Plan on ``cluster`` (the same GPU types) from the next plan on: the capacities change
+        in place (the intake reads the same array), placement starts afresh on its servers,
+        and the next plan re-solves."""
+        self.cluster = cluster
+        self.capacities[:] = cluster.capacities(self.gpu_types).astype(np.int64)
+        self.placer = RoundPlacer(cluster, self.gpu_types) if cluster.topology is not None else None
+        self._server_of_gpu = None
+        self.changed = True
 
     def snapshot(self, rows: RoundRows | None) -> tuple[str | None, dict[str, np.ndarray]]:
         """The round state as a JSON tree and its arrays (:mod:`.snapshot`); ``(None, {})``
@@ -223,7 +239,7 @@ class RoundStep:
         if self.adaptive is not None:
             self.adaptive.clear_pending()
         t1 = time.perf_counter()
-        active = J.active()
+        active = self._fitting(J.active())
         T = self.estimates.of(active)
         if self.changed and active.size:
             s = J.sf[active]
@@ -245,6 +261,8 @@ class RoundStep:
         spread = migrated = np.zeros(rows.n_rows, bool)
         gpu_ids: list[list[int]] | None = None
         if self.placer is not None and rows.n_rows:
+            if self.consolidate:     # every gang on one server: a row placement can only spread waits
+                rows = dataclasses.replace(rows, consolidated=rows.consolidated | (rows.gpus > 1))
             pl = self.placer.place(rows)
             rows, spread, migrated = rows.take(pl.placed), pl.spread[pl.placed], pl.migrated[pl.placed]
             gpu_ids = self._gpu_ids(rows)
@@ -270,6 +288,25 @@ class RoundStep:
         self.round_index += 1
         self.changed = False
         return plan
+
+    def last_assignments(self) -> pd.DataFrame | None:
+        """The last plan's assignments (as :attr:`OnlinePlan.assignments`), None before a plan
+        with jobs; after a reopen too (the rows and placement come from the store)."""
+        if self.rows is None:
+            return None
+        return self._assignments(self.rows, self._gpu_ids(self.rows) if self.placer is not None else None)
+
+    def _fitting(self, active: np.ndarray) -> np.ndarray:
+        """The active jobs whose gang fits the largest GPU type; the others (possible only
+        after :meth:`resize` took GPUs away) wait out of the plan until GPUs come back."""
+        sf = self.jobs.sf[active]
+        fits = sf <= int(self.capacities.max(initial=0))
+        if fits.all():
+            return active
+        log.warning("%d job(s) wait: their gang is larger than every GPU type now (largest %d GPUs): %s",
+                    int((~fits).sum()), int(self.capacities.max(initial=0)),
+                    ", ".join(map(str, self.jobs.ids_array[active[~fits]][:10])))
+        return active[fits]
 
     def _row_seconds(self, now: float) -> np.ndarray:
         """Per row of the last plan: the seconds its members reported (the largest, for a

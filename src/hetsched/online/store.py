@@ -226,6 +226,7 @@ class Store:
         self.arrays = ArrayTable()
         self.stored = 0   # bytes of round state the last save_round wrote
         self._lock_fd: int | None = None
+        self._batched = False        # inside batch(): each transaction() is a savepoint
         self.conn: sqlite3.Connection | None = None
         if self.path is not None:
             if self.path.is_dir():
@@ -339,10 +340,22 @@ class Store:
 
     @contextlib.contextmanager
     def transaction(self) -> Iterator[sqlite3.Cursor]:
-        """One transaction: committed when the block ends, rolled back when it raises."""
+        """One transaction: committed when the block ends, rolled back when it raises. Inside
+        :meth:`batch` a savepoint instead: released when the block ends, rolled back alone
+        when it raises."""
         if self.conn is None:
             raise StoreError("the store is closed.")
         cur = self.conn.cursor()
+        if self._batched:
+            cur.execute("SAVEPOINT call")
+            try:
+                yield cur
+            except BaseException:
+                cur.execute("ROLLBACK TO call")
+                cur.execute("RELEASE call")
+                raise
+            cur.execute("RELEASE call")
+            return
         cur.execute("BEGIN IMMEDIATE")
         try:
             yield cur
@@ -350,6 +363,17 @@ class Store:
             cur.execute("ROLLBACK")
             raise
         cur.execute("COMMIT")
+
+    @contextlib.contextmanager
+    def batch(self) -> Iterator[None]:
+        """Every write of the block in one transaction (one commit), each write still all or
+        nothing on its own; the block raising rolls all of them back."""
+        with self.transaction():
+            self._batched = True
+            try:
+                yield
+            finally:
+                self._batched = False
 
     def get_meta(self, key: str) -> str | None:
         """A value of the ``meta`` table (None when absent)."""
@@ -418,6 +442,17 @@ class Store:
         """Write the configuration of a fresh store (see :meth:`config`)."""
         with self.transaction() as cur:
             cur.execute("INSERT INTO meta VALUES ('config', ?)", (json.dumps(config, sort_keys=True),))
+
+    def save_cluster(self, config: dict[str, Any], snapshot: tuple[str, dict[str, np.ndarray]] | None) -> None:
+        """A resized cluster (:meth:`OnlineScheduler.resize <hetsched.online.OnlineScheduler.resize>`):
+        the new configuration, the last round's state tree and arrays rewritten (``snapshot``;
+        its placement dropped) and the active set marked changed, so the next plan re-solves."""
+        with self.transaction() as cur:
+            cur.execute("UPDATE meta SET value = ? WHERE key = 'config'", (json.dumps(config, sort_keys=True),))
+            if snapshot is not None:
+                cur.execute("UPDATE snapshot SET tree = ? WHERE id = 1", (snapshot[0],))
+                self.arrays.write(cur, snapshot[1])
+            cur.execute(_MARK_CHANGED)
 
     def save_job(self, row: Sequence[Any], side_rows: Sequence[tuple],
                  adaptive: tuple[str, int, int] | None = None) -> None:

@@ -1,0 +1,12 @@
+"""``python -m hetsched.slurm STEPS`` (or ``--lease``): the shell form of
+:func:`hetsched.slurm.report` (see :mod:`hetsched.slurm.progress`). A module of its own that
+the package does not import, so that ``-m`` runs it cleanly and no submodule shadows the
+package's ``report`` function."""
+
+from __future__ import annotations
+
+import sys
+
+from .progress import main
+
+sys.exit(main())
