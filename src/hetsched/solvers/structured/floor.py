@@ -385,16 +385,19 @@ def _floor_retry(P: SeparableProblem, S: _FloorState, res: StructuredResult, sta
     return True
 
 
-#: Most doublings of the overfilled rows' prices :func:`_fitting_prices` tries.
-_FIT_DOUBLINGS = 60
+#: :func:`_fitting_prices`: most price updates; factor up on an overfilled row; factor down on
+#: a row filled below ``_FIT_LOW`` of its capacity (whole jobs switch types at once, so
+#: steps much coarser than the spread of their throughputs swing the load from type to type).
+_FIT_STEPS, _FIT_UP, _FIT_DOWN, _FIT_LOW = 100, 1.3, 1.1, 0.8
 
 
 def _fitting_prices(P: SeparableProblem, S: _FloorState) -> bool:
-    """Raise the prices of the coupling rows that the jobs' best vertices overfill (double
-    them, from at least 1e-3 of the highest price) until every job's best vertex at the
-    prices fits the capacities together; set ``S.lam`` to them and return True, or False
-    when they fit already (nothing to raise) or still do not fit after
-    :data:`_FIT_DOUBLINGS` rounds (a job that can meet its floor only on a full row, say).
+    """Raise the prices of the coupling rows that the jobs' best vertices overfill (by
+    ``_FIT_UP``, from at least 1e-3 of the highest price; rows filled below ``_FIT_LOW`` come
+    down by ``_FIT_DOWN``) until every job's best vertex at the prices fits the capacities
+    together; set ``S.lam`` to them and return True, or False when they fit already
+    (nothing to raise) or still do not fit after ``_FIT_STEPS`` updates (a job that can
+    meet its floor only on a full row, say).
 
     A master made infeasible by the fixed jobs' vertices is a symptom of prices far off
     (measured on the hard instances of ``benchmarks/hard_instances.py``: a 12,500-job warm
@@ -407,7 +410,7 @@ def _fitting_prices(P: SeparableProblem, S: _FloorState) -> bool:
     base = 1e-3 * max(float(lam.max()), 1e-12)
     rows = np.arange(P.n)
     room = np.where(np.isfinite(S.C), S.C, np.inf) * (1.0 - 1e-9)
-    for i in range(_FIT_DOUBLINGS):
+    for i in range(_FIT_STEPS):
         ch = floor_best(P.A, P.U, _price_fn(P, lam), P.c, P.floors)
         if not np.all(np.isfinite(ch.value)):
             return False
@@ -419,7 +422,7 @@ def _fitting_prices(P: SeparableProblem, S: _FloorState) -> bool:
             log.debug("structured floor: prices raised on %s until every vertex fits", np.flatnonzero(S.lam != lam))
             S.lam, S.priced = lam, (lam, ch)
             return True
-        lam = np.where(over, np.maximum(2.0 * lam, base), lam)
+        lam = np.where(over, np.maximum(_FIT_UP * lam, base), np.where(load < _FIT_LOW * room, lam / _FIT_DOWN, lam))
     return False
 
 
