@@ -41,17 +41,11 @@ def test_cli_quick_smallest_experiment_writes_expected_files(tmp_path: Path, cap
     assert "sia_elastic" in printed and "published:" in printed
 
 
+@pytest.mark.usefixtures("sia_root")     # skips where Sia's artifact data is not on this machine
 def test_sia_table3_quick_writes_files_and_adaptive_schedulers_beat_gavel(tmp_path: Path) -> None:
     """Sia's Table 3 direction on the quick workload (Philly workload 1, first 48 jobs): the
     adaptive schedulers (Sia, Pollux) finish jobs sooner on average than Gavel running each
     job at its submitted GPU count and batch size; every job completes."""
-    from hetsched.errors import DataNotFoundError
-    from hetsched.inputs.profiles import sia_data_path
-
-    try:
-        sia_data_path()
-    except DataNotFoundError:
-        pytest.skip("Sia's artifact data is not on this machine")
     out = tmp_path / "t3"
     assert main(["reproduce", "--quick", "sia_table3", "--out", str(out), "--workers", "1"]) == 0
     runs = pd.read_csv(out / "sia_table3.csv").set_index("scheduler")
@@ -65,18 +59,13 @@ def test_sia_table3_quick_writes_files_and_adaptive_schedulers_beat_gavel(tmp_pa
     assert "order of avg JCT" in set(pub["claim"])
 
 
+@pytest.mark.usefixtures("sia_root")
 def test_sia_table3_newtrace_quick_has_the_papers_order(tmp_path: Path) -> None:
     """Table 3's newTrace half on the quick workload (newTrace workload 1, first 48 jobs):
     Sia < Pollux < Gavel on average JCT, every job completes, the paper's newTrace row is the
     one compared against."""
-    from hetsched.errors import DataNotFoundError
-    from hetsched.inputs.profiles import sia_data_path
     from hetsched.reproduce.sia_table3 import PAPER_TABLE3
 
-    try:
-        sia_data_path()
-    except DataNotFoundError:
-        pytest.skip("Sia's artifact data is not on this machine")
     out = tmp_path / "nt"
     assert main(["reproduce", "--quick", "sia_table3_newtrace", "--out", str(out), "--workers", "1"]) == 0
     runs = pd.read_csv(out / "sia_table3_newtrace.csv").set_index("scheduler")

@@ -91,7 +91,12 @@ class _Vertices:
 
     def loads(self, P: SeparableProblem, rows: np.ndarray) -> np.ndarray:
         """Coupling-row loads (n_cap,) of the current vertices of jobs ``rows``."""
-        return sum(P.loads(rows, k, a)[:, 0] for k, a in self.v0)
+        return _entry_loads(P, rows, self.v0)
+
+
+def _entry_loads(P: SeparableProblem, rows: np.ndarray, entries: list) -> np.ndarray:
+    """Coupling-row loads (n_cap,) of jobs ``rows`` allocated the (type, amount) ``entries``."""
+    return sum(P.loads(rows, k, a)[:, 0] for k, a in entries)
 
 
 def _entries(kind, k, l, xk, xl) -> list:
@@ -414,7 +419,7 @@ def _fitting_prices(P: SeparableProblem, S: _FloorState) -> bool:
         ch = floor_best(P.A, P.U, _price_fn(P, lam), P.c, P.floors)
         if not np.all(np.isfinite(ch.value)):
             return False
-        load = sum(P.loads(rows, k, a)[:, 0] for k, a in _entries(ch.kind, ch.k, ch.l, ch.xk, ch.xl))
+        load = _entry_loads(P, rows, _entries(ch.kind, ch.k, ch.l, ch.xk, ch.xl))
         over = load > room
         if not over.any():
             if i == 0:
