@@ -105,3 +105,57 @@ def test_consolidate_keeps_every_gang_on_one_server(consolidate):
     a = s.next_round(360.0).assignments.set_index("job_id")
     assert len(a.loc["g", "servers"]) == (1 if consolidate else 2)   # without it, one free GPU on each server
     assert a["gpus"].sum() == 4
+
+
+# ------------------------------------------------------------------------------ adaptive schedulers
+ADAPTIVE = ("pollux", "sia_adaptive", "optimus")
+
+
+@pytest.mark.parametrize("name", ADAPTIVE)
+def test_adaptive_scheduler_resizes_like_a_reopen_on_the_new_cluster(name, tmp_path):
+    """Pollux, the adaptive Sia and Optimus keep every job and what they learned across a
+    resize, and plan on the new GPUs. Two paths must agree: resizing in place, and closing
+    the store and reopening it on the small cluster with ``resize=True`` (which rebuilds the
+    scheduler from the stored state); both then plan the same rounds."""
+    from test_adaptive_loop import FOUR_JOBS, TYPES, write_model, write_workload
+    from test_online_adaptive import Worker
+
+    from hetsched.inputs.adaptive import AdaptiveProgress, read_adaptive_workload
+    from hetsched.schedulers.names import make_scheduler
+
+    write_model(tmp_path, "toy")
+    write_model(tmp_path, "toy2")
+    w = read_adaptive_workload(write_workload(tmp_path, FOUR_JOBS), profiles=tmp_path, machines=TYPES)
+    big, small = hs.Cluster({"t4": 4, "rtx": 8}), hs.Cluster({"t4": 4, "rtx": 2})
+    plans, beliefs = {}, {}
+    for mode in ("in_place", "reopened"):
+        path = tmp_path / f"{mode}.db"
+        kw = dict(store=path, round_seconds=60.0, profiles=w.profiles, synchronous="OFF")
+        sched = hs.OnlineScheduler(make_scheduler(name), big, **kw)
+        worker = Worker(w)
+        for j in range(4):
+            worker.submit(sched, j)
+        keys = []
+        for r in range(6):
+            if r == 3:
+                if mode == "in_place":
+                    sched.resize(small)
+                else:
+                    sched.close()
+                    sched = hs.OnlineScheduler(make_scheduler(name), small, resize=True, **kw)
+                worker.truth = AdaptiveProgress(w, small)
+                learned = len(sched._state.beliefs.samples)
+            plan = sched.next_round(60.0 * r)
+            keys.append(plan.key())
+            a = plan.assignments
+            if r >= 3 and a is not None and len(a):
+                used = a.groupby("gpu_type")["gpus"].sum().to_dict()
+                assert used.get("rtx", 0) <= 2 and used.get("t4", 0) <= 4, used
+            worker.run(sched, plan, 60.0 * r, 60.0)
+        table = sched.job_table()
+        assert len(table) == 4
+        assert learned > 0    # what was learned before the resize was kept through it
+        plans[mode], beliefs[mode] = keys, sched._state.beliefs
+        sched.close()
+    assert plans["in_place"] == plans["reopened"]
+    assert beliefs["in_place"].samples == beliefs["reopened"].samples

@@ -187,13 +187,7 @@ class AdaptiveJobs:
         if not isinstance(cluster, Cluster):
             raise ValidationError(f"`cluster` must be a hetsched.Cluster; got {type(cluster).__name__}.")
         self.types = tuple(cluster.gpu_types)
-        self.node_gpus = node_sizes(cluster, self.types)
-        self.capacity = cluster.capacities(self.types).astype(np.int64)
-        if cluster.topology is None:   # no servers given: the profiled machine's node size
-            for k, t in enumerate(self.types):
-                sizes = [p.machines[t].gpus_per_node for p in profiles.values() if t in p.machines]
-                if sizes and self.capacity[k] > 0:
-                    self.node_gpus[k] = min(int(max(sizes)), int(self.capacity[k]))
+        self._size_nodes(cluster, profiles)
         self.models: list[ModelProfile] = []
         self.names = np.zeros(0, dtype=object)
         self.submitted_replicas = np.zeros(0, np.int64)
@@ -202,6 +196,16 @@ class AdaptiveJobs:
         self.restart_seconds = np.zeros(0)
         self.init_batch = np.zeros(0, np.int64)
         self.max_batch = np.zeros(0, np.int64)
+
+    def _size_nodes(self, cluster: Cluster, profiles: Mapping[str, ModelProfile]) -> None:
+        """GPUs per type (:attr:`capacity`) and per node (:attr:`node_gpus`) of ``cluster``."""
+        self.node_gpus = node_sizes(cluster, self.types)
+        self.capacity = cluster.capacities(self.types).astype(np.int64)
+        if cluster.topology is None:   # no servers given: the profiled machine's node size
+            for k, t in enumerate(self.types):
+                sizes = [p.machines[t].gpus_per_node for p in profiles.values() if t in p.machines]
+                if sizes and self.capacity[k] > 0:
+                    self.node_gpus[k] = min(int(max(sizes)), int(self.capacity[k]))
 
     def _set_jobs(self, names: list[Any], models: list[ModelProfile], replicas: np.ndarray, batch: np.ndarray) -> None:
         """The per-job columns of ``models`` (job number = position)."""

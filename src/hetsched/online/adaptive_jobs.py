@@ -66,6 +66,11 @@ class OnlineAdaptiveJobs(AdaptiveJobs):
         #: the online scheduler's job table (its ``done`` column: the progress reported in all)
         self.table: Any = None
 
+    def resize(self, cluster: Cluster) -> None:
+        """Plan on ``cluster`` (the same GPU types): its GPUs per type and per node; every
+        job, profile and measurement is kept."""
+        self._size_nodes(cluster, self.profiles)
+
     # ------------------------------------------------------------------ jobs
     def check_job(self, job_id: Any, model: Any, replicas: int, batch_size: Any) -> tuple[ModelProfile, int]:
         """The profile of ``model`` and the submitted batch (default: the model's initial

@@ -116,7 +116,9 @@ class OnlineScheduler:
     consolidate : bool, default False
         With servers: every row of more than one GPU must be placed on one server (a cluster
         manager whose gang is one node, as Slurm's per-node ``--gres``); a row placement can
-        only spread waits for the next plan instead of running spread.
+        only spread waits for the next plan instead of running spread. An adaptive
+        scheduler's row of more GPUs than a server of its type has (a configuration of
+        several nodes) is placed over servers.
     profiles : Mapping[str, ModelProfile], optional
         Required by (and only for) the adaptive schedulers (Pollux, AdaptiveSia, Optimus of
         :mod:`hetsched.schedulers`): the models jobs are submitted with
@@ -256,9 +258,6 @@ class OnlineScheduler:
             had = "has" if self.cluster.topology is not None else "has no"
             raise ValidationError(f"`cluster` must have servers exactly when the scheduler's cluster has them (it {had} "
                                   "a topology); build both with Cluster.from_servers or neither.")
-        if self.adaptive_jobs is not None:
-            raise ValidationError(f"resizing is not supported for the adaptive scheduler "
-                                  f"{scheduler_label(self.scheduler)!r}; open a new store.")
 
     def _save_resize(self) -> None:
         """Record the scheduler's (new) cluster in the store with the last round's state minus its placement."""
@@ -285,8 +284,7 @@ class OnlineScheduler:
         Raises
         ------
         ValidationError
-            Other GPU types, servers added or taken away, or an adaptive scheduler. Nothing
-            changes then.
+            Other GPU types, or servers added or taken away. Nothing changes then.
         """
         with self._lock:
             self._usable()

@@ -24,7 +24,7 @@ from ..inputs.jobs import STEPS_MAX
 from ..inputs.throughputs import ThroughputCatalogue
 from ..rounds.placing import RoundPlacer
 from ..rounds.protocol import RoundRows, RoundScheduler, RoundView, check_rows
-from ..schedulers.adaptive_base import relink
+from ..schedulers.adaptive_base import forget_cluster, relink
 from .adaptive_jobs import OnlineAdaptiveJobs
 from .codec import StateEncodingError
 from .estimates import Estimates
@@ -123,7 +123,9 @@ class RoundStep:
         The adaptive jobs and their measurements (the view's ``context["adaptive"]``), when
         the scheduler adapts jobs.
     consolidate : bool
-        Every multi-GPU row must run on one server (:class:`OnlineScheduler`'s ``consolidate``).
+        Every multi-GPU row must run on one server (:class:`OnlineScheduler`'s ``consolidate``),
+        except an adaptive job's row of more GPUs than a server of its type has (a
+        configuration of several nodes, which its scheduler chose).
     """
 
     def __init__(self, scheduler: RoundScheduler, cluster: Cluster, round_seconds: float, *, jobs: JobTable,
@@ -198,6 +200,9 @@ class RoundStep:
         self.placer = RoundPlacer(cluster, self.gpu_types) if cluster.topology is not None else None
         self._server_of_gpu = None
         self.changed = True
+        if self.adaptive is not None:
+            self.adaptive.resize(cluster)
+            forget_cluster(self.state)
 
     def snapshot(self, rows: RoundRows | None) -> tuple[str | None, dict[str, np.ndarray]]:
         """The round state as a JSON tree and its arrays (:mod:`.snapshot`); ``(None, {})``
@@ -262,7 +267,10 @@ class RoundStep:
         gpu_ids: list[list[int]] | None = None
         if self.placer is not None and rows.n_rows:
             if self.consolidate:     # every gang on one server: a row placement can only spread waits
-                rows = dataclasses.replace(rows, consolidated=rows.consolidated | (rows.gpus > 1))
+                one = rows.gpus > 1
+                if self.adaptive is not None:   # except an adaptive job's configuration of several nodes
+                    one &= rows.gpus <= self.adaptive.node_gpus[rows.gpu_type]
+                rows = dataclasses.replace(rows, consolidated=rows.consolidated | one)
             pl = self.placer.place(rows)
             rows, spread, migrated = rows.take(pl.placed), pl.spread[pl.placed], pl.migrated[pl.placed]
             gpu_ids = self._gpu_ids(rows)

@@ -21,8 +21,8 @@ from ..formulations.sia.configurations import ConfigurationSet, configuration_se
 from ..rounds.protocol import RoundRows, RoundView
 from .goodput_beliefs import GoodputBeliefs
 
-__all__ = ["AdaptiveRounds", "AdaptiveState", "adaptive_progress", "fair_replicas", "held_configs", "prepare_state",
-           "record", "relink", "restart_factor", "rows_for_choice"]
+__all__ = ["AdaptiveRounds", "AdaptiveState", "adaptive_progress", "fair_replicas", "forget_cluster", "held_configs",
+           "prepare_state", "record", "relink", "restart_factor", "rows_for_choice"]
 
 
 @dataclass
@@ -105,6 +105,17 @@ def relink(state: Any, jobs: Any) -> None:
     beliefs = getattr(state, "beliefs", None)
     if beliefs is not None:
         beliefs.progress = jobs
+
+
+def forget_cluster(state: Any) -> None:
+    """Drop what a state derived from the cluster (its configuration set, and Optimus's
+    per-job configurations), so that the next plan rebuilds them from the round's cluster:
+    an online scheduler resized (a node lost or added). What was learned is kept; a job
+    whose configuration no longer exists counts as holding none (:func:`held_configs`)."""
+    if hasattr(state, "configs"):
+        state.configs = None
+    if hasattr(state, "configs_of"):
+        state.configs_of = {}
 
 
 def held_configs(view: RoundView, state: AdaptiveState) -> np.ndarray:

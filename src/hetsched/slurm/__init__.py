@@ -16,7 +16,7 @@ from .cluster import SlurmCluster, read_cluster
 from .commands import SlurmCommandError, SlurmCommands
 from .driver import RoundSummary, SlurmDriver
 from .fake import FakeSlurm
-from .progress import lease, report
+from .progress import lease, lease_batch, report
 from .records import SlurmJob, SlurmNode, Start
 
 __all__ = [
@@ -30,6 +30,7 @@ __all__ = [
     "SlurmNode",
     "Start",
     "lease",
+    "lease_batch",
     "read_cluster",
     "report",
 ]

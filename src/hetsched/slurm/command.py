@@ -25,6 +25,9 @@ def add_parser(sub: Any) -> argparse.ArgumentParser:
     p.add_argument("--throughputs", metavar="PATH", default=None,
                    help="Gavel-format throughput JSON: its GPU types and the jobs' job_type priors")
     p.add_argument("--gpu-types", default=None, help="comma-separated GPU types, without --throughputs")
+    p.add_argument("--profiles", metavar="DIR", default=None,
+                   help="Sia/Pollux artifact folder with profiles/: the models of an adaptive scheduler (pollux, "
+                        "sia_adaptive, optimus); jobs name theirs with --comment=hetsched:model=NAME")
     p.add_argument("--round-seconds", type=float, default=360.0, help="round length (default 360 s)")
     p.add_argument("--grace-seconds", type=float, default=0.0,
                    help="seconds between USR1 and the requeue of a preempted job (default 0: no USR1)")
@@ -54,11 +57,16 @@ def run(args: argparse.Namespace, out: TextIO) -> int:
                             stream=sys.stderr)
     reference = load_gavel_throughputs(args.throughputs) if args.throughputs else None
     types = None if args.gpu_types is None else [t.strip() for t in args.gpu_types.split(",") if t.strip()]
+    extra = {}
+    if args.profiles is not None:
+        from ..inputs.profiles import load_sia_profiles
+
+        extra["profiles"] = load_sia_profiles(args.profiles)
     commands = SlurmCommands(partition=args.partition, timeout_s=args.timeout)
     try:
         driver = SlurmDriver(args.scheduler, commands=commands, spool=args.spool, reference=reference,
                              gpu_types=types, store=args.store, round_seconds=args.round_seconds,
-                             grace_s=args.grace_seconds, shadow=args.shadow)
+                             grace_s=args.grace_seconds, shadow=args.shadow, **extra)
     except SlurmCommandError as exc:   # it needs Slurm's nodes once to start
         print(f"error: cannot read Slurm at start: {exc}", file=sys.stderr)
         return 1

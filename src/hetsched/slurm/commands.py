@@ -64,11 +64,12 @@ class CommandLayer(Protocol):
     def requeue_hold(self, job_ids: Sequence[str]) -> None: ...
 
 
-def group_starts(starts: Iterable[Start]) -> dict[tuple[str, tuple[str, ...]], list[str]]:
-    """Job ids of ``starts`` grouped by ``(TresPerNode, nodes)``: one ``scontrol update`` each."""
-    groups: dict[tuple[str, tuple[str, ...]], list[str]] = {}
+def group_starts(starts: Iterable[Start]) -> dict[tuple[str, tuple[str, ...], int], list[str]]:
+    """Job ids of ``starts`` grouped by ``(TresPerNode, nodes, node count)``: one ``scontrol
+    update`` each."""
+    groups: dict[tuple[str, tuple[str, ...], int], list[str]] = {}
     for s in starts:
-        groups.setdefault((s.tres, s.nodes), []).append(s.job_id)
+        groups.setdefault((s.tres, s.nodes, s.node_count), []).append(s.job_id)
     return groups
 
 
@@ -242,8 +243,9 @@ class SlurmCommands:
                 self._run(["scontrol", "update", f"JobId={','.join(chunk)}", "TresPerNode="])
             except SlurmCommandError as exc:
                 errors.append(str(exc))
-        for (tres, nodes), group in group_starts(starts).items():
-            where = [f"NumNodes={len(nodes)}", f"NodeList={','.join(nodes)}"] if nodes else []
+        for (tres, nodes, count), group in group_starts(starts).items():
+            where = [f"NumNodes={len(nodes)}", f"NodeList={','.join(nodes)}"] if nodes else \
+                ([f"NumNodes={count}"] if count > 1 else [])
             # Slurm takes NumNodes/NodeList for one job id at a time
             for chunk in ([[j] for j in group] if nodes else _chunks(group)):
                 try:

@@ -7,7 +7,7 @@ Every round (:meth:`SlurmDriver.run_round`):
    online scheduler's cluster, keeping every job;
 2. **read** the partition's jobs (one ``squeue``) and **reconcile** them with the store:
    a job new to hetsched is submitted (its gang from ``--gres=gpu:N``, the rest from its
-   ``--comment``, :mod:`.requests`);
+   ``--comment``, :mod:`.requests`; an adaptive scheduler's job names its ``model``);
 3. **read progress** from the spool directory (:mod:`.spool`) and report it to the online
    scheduler; a report below an earlier one is refused, logged and counted, naming the job;
    then a job finished or cancelled outside hetsched, or gone from Slurm, is completed or
@@ -17,7 +17,8 @@ Every round (:meth:`SlurmDriver.run_round`):
    GPU type, count and nodes keeps running; the other running jobs get the grace signal
    (``USR1``, :attr:`grace_s` seconds to checkpoint) and are requeued held (Slurm then
    sends SIGTERM, and SIGKILL after its ``KillWait``); planned jobs get a lease file, their
-   GRES type and count and nodes, and are released.
+   GRES type and count and nodes, and are released. An adaptive job's lease also holds the
+   batch the plan runs it at, rewritten in place when only the batch changes.
 
 A round acts only on what the store committed, and applying a plan twice is applying it
 once, so a driver killed at any point and started again (:meth:`SlurmDriver.recover`, run
@@ -226,7 +227,7 @@ class SlurmDriver:
             log.info("the partition's usable GPUs changed: %s (unusable: %s)", sc.cluster.as_dict(), list(sc.unusable))
             try:
                 self.online.resize(sc.cluster)
-            except ValidationError as exc:   # an adaptive scheduler: it plans on the cluster it has
+            except ValidationError as exc:   # a scheduler that cannot resize: it plans on the cluster it has
                 self.stats["resizes_refused"] += 1
                 log.error("the online scheduler cannot be resized (%s); planning on the previous cluster", exc)
                 return True
@@ -269,17 +270,24 @@ class SlurmDriver:
     def _submit(self, job: SlurmJob, now: float, summary: RoundSummary) -> None:
         try:
             req = parse_request(job)
-            if req.gpus > self._cluster.largest:
-                raise ValidationError(f"job {job.job_id} asks for {req.gpus} GPUs of one type, more than any usable "
-                                      f"node has ({self._cluster.largest}); it stays held until a node that large "
-                                      "joins.")
             rates = dict(req.throughputs)
-            for t, most in self._cluster.largest_of.items():
-                if most < req.gpus:        # no node has the gang's GPUs of this type: it cannot run there
-                    rates[t] = 0.0
+            adaptive = {}
+            if self.online.adaptive_jobs is not None:
+                # the scheduler chooses its GPU type, count and nodes: the submitted gang is a start
+                adaptive = {"model": req.model, "batch_size": req.batch_size}
+            else:
+                if req.gpus > self._cluster.largest:
+                    raise ValidationError(f"job {job.job_id} asks for {req.gpus} GPUs of one type, more than any "
+                                          f"usable node has ({self._cluster.largest}); it stays held until a node "
+                                          "that large joins.")
+                for t, most in self._cluster.largest_of.items():
+                    if most < req.gpus:        # no node has the gang's GPUs of this type: it cannot run there
+                        rates[t] = 0.0
+                if req.model is not None or req.batch_size is not None:
+                    adaptive = {"model": req.model, "batch_size": req.batch_size}   # refused by submit, named
             self.online.submit(job.job_id, job_type=req.job_type, scale_factor=req.gpus,
                                throughputs=rates or None, total_steps=req.total_steps, weight=req.weight,
-                               entity=req.entity, arrival=now)
+                               entity=req.entity, arrival=now, **adaptive)
         except ValidationError as exc:
             if self.refused_jobs.get(job.job_id) != str(exc):
                 self.stats["requests_refused"] += 1
@@ -339,7 +347,8 @@ class SlurmDriver:
         """Report ``lines`` (in order) to the online scheduler: one report per run of lines on
         one GPU type; lines at or below what the store holds were applied before a restart."""
         st = self._progress.setdefault(job_id, [-math.inf, -math.inf])
-        seg: list[Any] | None = None          # [type, steps at its start, steps at its end, seconds]
+        # [type, steps at its start, steps at its end, seconds, the last measurement (adaptive jobs)]
+        seg: list[Any] | None = None
         segments = []
         for ln in lines:
             if ln.steps < st[0]:
@@ -359,17 +368,19 @@ class SlurmDriver:
                 continue
             secs = ln.time - began if math.isfinite(began) else 0.0
             if seg is None or seg[0] != kind:
-                seg = [kind, steps_done, ln.steps, 0.0]
+                seg = [kind, steps_done, ln.steps, 0.0, None]
                 segments.append(seg)
             seg[2] = ln.steps
             seg[3] += max(secs, 0.0)
+            if ln.measured is not None:
+                seg[4] = ln.measured
             steps_done = ln.steps
-        for kind, first, last, secs in segments:
+        for kind, first, last, secs, measured in segments:
             if secs <= 0:
                 self._refuse(job_id, f"{last - first:g} steps on {kind} in no measurable time", summary)
                 continue
             try:
-                self.online.report(job_id, kind, steps=last - first, seconds=secs)
+                self.online.report(job_id, kind, steps=last - first, seconds=secs, measured=measured)
             except ValidationError as exc:
                 self._refuse(job_id, str(exc), summary)
                 continue
@@ -384,12 +395,30 @@ class SlurmDriver:
             return out
         topo = self._cluster.cluster.topology if self._cluster.cluster is not None else None
         has_ids = "gpu_ids" in leases.columns
+        has_batch = "batch_size" in leases.columns
         for row in leases.itertuples(index=False):
             jid, kind, gpus = str(row.job_id), str(row.gpu_type), int(row.gpus)
             ids = tuple(row.gpu_ids) if has_ids else ()
+            batch = (int(row.batch_size), int(row.atomic_bsz), int(row.accum_steps)) if has_batch else None
             nodes: tuple[str, ...] = ()
+            per_node: Counter[str] = Counter()
             if gpus > 1 and ids and topo is not None:
-                nodes = tuple(sorted({self._cluster.node_of[topo.gpu_label(int(g))[0]] for g in ids}))
+                per_node = Counter(self._cluster.node_of[topo.gpu_label(int(g))[0]] for g in ids)
+                nodes = tuple(sorted(per_node))
+            if len(nodes) > 1 and len(set(per_node.values())) == 1:
+                # the same GPUs on every node (an adaptive job's multi-node configuration): Slurm's
+                # --gres per node with NumNodes and NodeList expresses it exactly
+                out[jid] = Start(jid, kind, gpus // len(nodes), nodes, batch)
+                continue
+            if len(nodes) > 1 and batch is not None:
+                # an adaptive job's configuration of several nodes, unevenly split: --gres is per node, so it
+                # asks for the larger count on as many nodes (Slurm chooses them; docs/slurm.md, Limits)
+                self.stats["uneven_gangs"] += 1
+                most = max(per_node.values())
+                log.warning("job %s: the plan puts its %d GPUs of %s unevenly on nodes %s; asking Slurm for %d "
+                            "per node on %d nodes", jid, gpus, kind, dict(per_node), most, len(nodes))
+                out[jid] = Start(jid, kind, most, (), batch, len(nodes))
+                continue
             if len(nodes) > 1:
                 # --gres is per node: a gang the plan spread over nodes asks Slurm for one node with all
                 # its GPUs, which may wait for one to free up (docs/slurm.md, Limits)
@@ -400,7 +429,7 @@ class SlurmDriver:
                 # one GPU goes wherever its type is free (pinning costs one scontrol per job); after a
                 # resize placement restarts and Slurm chooses
                 nodes = ()
-            out[jid] = Start(jid, kind, gpus, nodes)
+            out[jid] = Start(jid, kind, gpus, nodes, batch)
         return out
 
     def _apply(self, desired: Mapping[str, Start], jobs: list[SlurmJob], summary: RoundSummary) -> None:
@@ -410,10 +439,13 @@ class SlurmDriver:
             want = desired.get(job.job_id)
             same = (want is not None and job.gpu_type == want.gpu_type and job.gpus == want.gpus
                     and (not want.nodes or not job.running or set(job.nodes) == set(want.nodes))
+                    and (not job.running or len(job.nodes) == want.node_count)
                     and usable.issuperset(job.nodes))          # not on a node drained, down or gone
             if job.running:
                 if same:
                     summary.kept.append(job.job_id)
+                    if want.batch is not None and not self.shadow:    # an adaptive job's new batch, in place
+                        self.spool.write_lease(want.job_id, want.gpu_type, want.gpus, want.batch)
                     continue
                 preempt.append(job.job_id)
                 if want is not None:
@@ -451,7 +483,7 @@ class SlurmDriver:
             starts += self._requeued(restarts, summary)
         if starts:
             for s in starts:
-                self.spool.write_lease(s.job_id, s.gpu_type, s.gpus)
+                self.spool.write_lease(s.job_id, s.gpu_type, s.gpus, s.batch)
             released = float(self.clock())
             if self._try("starting jobs (scontrol update/release)", self.commands.start, starts, summary=summary):
                 self.stats["started"] += len(starts)

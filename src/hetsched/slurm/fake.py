@@ -116,14 +116,16 @@ class FakeSlurm:
             return
         self._call("scontrol update", [s.job_id for s in starts])
         by_id = {s.job_id: s for s in starts}
-        for (_, nodes), ids in group_starts(starts).items():
+        for (_, nodes, _), ids in group_starts(starts).items():
             for chunk in ([[j] for j in ids] if nodes else [ids]):
                 self._call("scontrol update", chunk)
         self._call("scontrol release", list(by_id))
         now = self._clock()
         free = self._free()
         for jid, s in by_id.items():
-            nodes = s.nodes or next(((n,) for n, f in free.items() if f.get(s.gpu_type, 0) >= s.gpus), ())
+            nodes = s.nodes or tuple([n for n, f in free.items() if f.get(s.gpu_type, 0) >= s.gpus][:s.node_count])
+            if len(nodes) < s.node_count:
+                nodes = ()
             if not nodes or any(free.get(n, {}).get(s.gpu_type, 0) < s.gpus for n in nodes):
                 # as Slurm: released, waiting for resources
                 self._set(jid, held=False, gpu_type=s.gpu_type, gpus=s.gpus, reason="Resources")

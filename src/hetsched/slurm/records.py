@@ -116,12 +116,25 @@ class Start:
         GPUs per node.
     nodes : tuple of str
         Nodes to pin it to (empty: Slurm chooses).
+    batch : tuple of int or None
+        An adaptive job's (total batch, per-GPU batch, accumulation steps) in the plan,
+        written to its lease; None for a job with a fixed batch.
+    n_nodes : int
+        Without ``nodes``: how many nodes Slurm is asked for (0: one); with them, ignored
+        (``len(nodes)``).
     """
 
     job_id: str
     gpu_type: str
     gpus: int
     nodes: tuple[str, ...] = field(default=())
+    batch: tuple[int, int, int] | None = None
+    n_nodes: int = 0
+
+    @property
+    def node_count(self) -> int:
+        """Nodes the job runs on: ``len(nodes)`` when pinned, else ``n_nodes`` (at least one)."""
+        return len(self.nodes) if self.nodes else max(self.n_nodes, 1)
 
     @property
     def tres(self) -> str:

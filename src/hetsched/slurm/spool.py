@@ -1,12 +1,21 @@
 """The driver's side of the spool directory (:mod:`hetsched.slurm.progress` is the jobs'):
-lease files written before a start, progress lines read back incrementally."""
+lease files written before a start, progress lines read back incrementally.
+
+A lease is ``<GPU type> <GPUs per node>``, and for an adaptive job (Pollux, the adaptive
+Sia, Optimus) also ``<total batch> <per-GPU batch> <accumulation steps>``: what the plan
+runs it at. A progress line is ``<unix time> <steps> <GPU type or ->``, and for an adaptive
+job also ``<measurement>``: one JSON object without spaces, the keys of
+:data:`hetsched.inputs.adaptive.REPORT_KEYS` its agent measured since its last line.
+"""
 
 from __future__ import annotations
 
+import json
 import logging
 import os
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 __all__ = ["ProgressLine", "Spool"]
 
@@ -16,11 +25,13 @@ log = logging.getLogger(__name__)
 @dataclass(frozen=True)
 class ProgressLine:
     """One report of a job: at unix ``time`` it had done ``steps`` in all, on ``gpu_type``
-    (None: the job had no lease file)."""
+    (None: the job had no lease file); ``measured``: an adaptive job's measurement (a dict of
+    :data:`~hetsched.inputs.adaptive.REPORT_KEYS`), else None."""
 
     time: float
     steps: float
     gpu_type: str | None
+    measured: dict[str, Any] | None = None
 
 
 class Spool:
@@ -41,15 +52,16 @@ class Spool:
         self._offset: dict[str, int] = {}
         self._lease: dict[str, str] = {}      # what this process last wrote to each lease file
 
-    def write_lease(self, job_id: str, gpu_type: str, gpus: int) -> None:
-        """``<job>.lease``: the GPU type and count the job is about to start on (skipped when
-        this process wrote the same lease last).
+    def write_lease(self, job_id: str, gpu_type: str, gpus: int, batch: tuple[int, int, int] | None = None) -> None:
+        """``<job>.lease``: the GPU type and count (per node) the job is about to start on,
+        and for an adaptive job ``batch``, its (total batch, per-GPU batch, accumulation
+        steps); skipped when this process wrote the same lease last.
 
         Written in place, not through a renamed temporary file: the job is not running while
         its lease changes (it is held or requeued until the driver releases it), and ext4
         flushes a file renamed over another at once, which made thousands of leases per
         round wait on the disk."""
-        text = f"{gpu_type} {gpus}\n"
+        text = f"{gpu_type} {gpus}\n" if batch is None else f"{gpu_type} {gpus} {batch[0]} {batch[1]} {batch[2]}\n"
         if self._lease.get(job_id) == text:
             return
         fd = os.open(f"{self._dir}/{job_id}.lease", os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
@@ -103,14 +115,18 @@ class Spool:
         self._offset[job_id] = start + end
         lines, bad = [], []
         for raw in data[:end].decode(errors="replace").splitlines():
-            parts = raw.split()
+            parts = raw.split(maxsplit=3)
             try:
                 t, steps = float(parts[0]), float(parts[1])
                 kind = parts[2] if len(parts) > 2 and parts[2] != "-" else None
+                measured = json.loads(parts[3]) if len(parts) > 3 else None
             except (IndexError, ValueError):
                 bad.append(raw)
                 continue
-            lines.append(ProgressLine(t, steps, kind))
+            if measured is not None and not isinstance(measured, dict):
+                bad.append(raw)
+                continue
+            lines.append(ProgressLine(t, steps, kind, measured))
         return lines, bad
 
     def remove(self, job_id: str) -> None:
