@@ -5,6 +5,7 @@ The same driver against a real slurmctld/slurmd: tests/test_slurm_real.py."""
 from __future__ import annotations
 
 import logging
+import os
 import subprocess
 import sys
 from collections import Counter
@@ -110,15 +111,18 @@ def test_the_real_command_layer_batches_ids_into_one_command(tmp_path, monkeypat
         exe.chmod(0o755)
     monkeypatch.setenv("PATH", str(tmp_path))
     cmds = SlurmCommands()
-    cmds.start([Start("1", "v100", 1), Start("2", "v100", 1), Start("3", "k80", 2, ("n1",)), Start("4", "k80", 1)])
+    cmds.start([Start("1", "v100", 1), Start("2", "v100", 1), Start("3", "k80", 2, ("n1",)), Start("4", "k80", 1),
+                Start("5", "v100", 2, ("n1", "n2")), Start("6", "v100", 2, (), None, 2)])
     cmds.signal(["1", "2"])
     cmds.requeue_hold(["1", "2"])
     assert calls.read_text().splitlines() == [
-        "scontrol update JobId=1,2,3,4 TresPerNode=",
+        "scontrol update JobId=1,2,3,4,5,6 TresPerNode=",
         "scontrol update JobId=1,2 TresPerNode=gres:gpu:v100:1 StartTime=now",
         "scontrol update JobId=3 TresPerNode=gres:gpu:k80:2 NumNodes=1 NodeList=n1 StartTime=now",
         "scontrol update JobId=4 TresPerNode=gres:gpu:k80:1 StartTime=now",
-        "scontrol release 1,2,3,4",
+        "scontrol update JobId=5 TresPerNode=gres:gpu:v100:2 NumNodes=2 NodeList=n1,n2 StartTime=now",
+        "scontrol update JobId=6 TresPerNode=gres:gpu:v100:2 NumNodes=2 StartTime=now",
+        "scontrol release 1,2,3,4,5,6",
         "scancel --signal=USR1 --full 1 2",
         "scontrol requeuehold 1,2",
     ]
@@ -432,3 +436,27 @@ def test_importing_every_slurm_module_keeps_report_the_function() -> None:
     for info in pkgutil.iter_modules(pkg.__path__):
         importlib.import_module(f"hetsched.slurm.{info.name}")
     assert callable(pkg.report) and callable(pkg.lease)
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="needs root to give the progress file another owner")
+def test_reports_in_a_file_owned_by_another_user_than_the_jobs_are_refused(tmp_path, fake, clock):
+    """A job of uid 1234: lines in a progress file owned by uid 4321 are refused and counted,
+    naming both uids; once the file is the job's user's, its new lines count."""
+    jid = fake.submit(1, comment=RATES, user_id=1234)
+    d = driver(tmp_path, fake, clock)
+    d.run_round()
+    assert fake.job(jid).running
+    spool = tmp_path / "spool"
+    report(120.0, job_id=jid, spool=spool, now=clock.t + 60)
+    os.chown(spool / f"{jid}.progress", 4321, 4321)
+    clock.t += 60
+    s = d.run_round()
+    assert s.refused == 1 and d.refused_reports[jid] == 1
+    assert float(d.online.job_table().set_index("job_id").loc[jid, "steps_done"]) == 0.0
+    report(240.0, job_id=jid, spool=spool, now=clock.t + 60)
+    os.chown(spool / f"{jid}.progress", 1234, 1234)
+    clock.t += 60
+    s = d.run_round()
+    assert s.refused == 0 and s.reports == 1
+    assert float(d.online.job_table().set_index("job_id").loc[jid, "steps_done"]) == 240.0
+    d.close()

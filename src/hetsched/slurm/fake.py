@@ -55,12 +55,13 @@ class FakeSlurm:
         self._next_id = 1
 
     # ------------------------------------------------------------------ the test's side
-    def submit(self, gpus: int, *, comment: str = "", held: bool = True) -> str:
-        """A new job asking for ``gpus`` GPUs (held, as hetsched's users submit); returns its id."""
+    def submit(self, gpus: int, *, comment: str = "", held: bool = True, user_id: int | None = None) -> str:
+        """A new job asking for ``gpus`` GPUs (held, as hetsched's users submit), of the user
+        ``user_id`` (None: unknown); returns its id."""
         jid = str(self._next_id)
         self._next_id += 1
         self._jobs[jid] = SlurmJob(jid, "PENDING", held, gpus, None, (), comment, 0.0,
-                                   "JobHeldUser" if held else "Priority")
+                                   "JobHeldUser" if held else "Priority", user_id=user_id)
         return jid
 
     def finish(self, job_id: str, state: str = "COMPLETED") -> None:
