@@ -19,6 +19,12 @@ Rows (``case``):
   reference: the same program job by job (``aggregate=False`` on both options).
 * ``cpu_rows_1e5``: max-min with a CPU demand per job and CPUs per type (one more capacity
   row per type); reference: the same jobs without CPU rows.
+* ``maxmin_16k_gavel`` / ``maxmin_16k_cvxpy``: default max-min on 16,384 distinct random
+  jobs, 3 types; reference: the same program in cvxpy (default solver) built the way Gavel's
+  packing policies build it, one expression per job (``gavel_reference.
+  max_min_fairness_per_job``), or vectorized as Gavel's plain max-min policy builds it
+  (``gavel_reference.max_min_fairness``); ``agree`` compares the objectives computed from
+  both allocations by the same numpy formula.
 
 ``ratio`` is reference seconds / hetsched seconds (for the water-filling and hierarchical rows:
 hetsched seconds / one max-min solve); where the reference stopped at its time limit it is
@@ -169,6 +175,26 @@ def run_case(case: str, limit: float, seed: int) -> dict:
         ref, rs = timed(lambda: hs.solve("max_min_fairness", j, inst.cluster))
         row.update(n=n, m=10, seconds=s, status=res.status, detail=res.message[:90], ref_method="same jobs, GPU rows only",
                    ref_seconds=rs, ref_status=ref.status, ratio=s / rs)
+    elif case in ("maxmin_16k_gavel", "maxmin_16k_cvxpy"):
+        import gavel_reference as gr
+
+        n = 16_384
+        inst = make_instance("random", n, 3, seed)
+        jobs, cluster = inst.jobs, inst.cluster
+        T = np.asarray(jobs.throughputs, dtype=float)
+        sf = jobs.scale_factors.astype(float)
+        C = cluster.capacities(jobs.gpu_types).astype(float)
+        res, s = timed(lambda: hs.solve("max_min_fairness", jobs, cluster))
+        build = gr.max_min_fairness_per_job if case.endswith("gavel") else gr.max_min_fairness
+        ref = build(T, sf, C)
+        ours = gr.evaluate("max_min_fairness", res.X, T, sf, C)
+        theirs = gr.evaluate("max_min_fairness", ref.X, T, sf, C)
+        same = abs(ours - theirs) <= 1e-6 * max(abs(ours), abs(theirs))
+        row.update(n=n, m=3, seconds=s, status=res.status, detail=res.message[:90],
+                   ref_method=f"cvxpy {'one expression per job' if case.endswith('gavel') else 'vectorized'} "
+                              f"({ref.solver})",
+                   ref_seconds=ref.seconds, ref_status=ref.status, ratio=ref.seconds / s,
+                   agree="yes" if same else f"no ({ours:.9g} vs {theirs:.9g})")
     else:
         raise SystemExit(f"unknown case {case!r}")
     row["peak_rss_mib"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0
@@ -208,7 +234,7 @@ def _hard_case(case: str, limit: float, seed: int) -> dict:
 HARD_CASES = ["maxmin_1e5_hard", "makespan_1e5_hard", "ftf_1e5_hard", "water_filling_2048_hard",
               "water_filling_8192_hard", "hierarchical_2048_hard", "maxmin_1e6_hard"]
 CASES = ["maxmin_1e5", "makespan_1e5", "maxsum_1e5", "water_filling_2048", "water_filling_8192", "hierarchical_2048",
-         "maxsum_pack_place_2048", "cpu_rows_1e5", "maxmin_1e6", *HARD_CASES]
+         "maxsum_pack_place_2048", "cpu_rows_1e5", "maxmin_1e6", *HARD_CASES, "maxmin_16k_gavel", "maxmin_16k_cvxpy"]
 
 
 def main(argv=None) -> int:
