@@ -123,17 +123,21 @@ def test_missing_gavel_table_skips_and_other_errors_fail(tmp_path: Path) -> None
 
 
 def test_readme_demo_claim_is_exact(capsys: pytest.CaptureFixture[str]) -> None:
-    """README: the demo runs every registered policy, Tiresias and the two variants, none skipped."""
+    """README: the demo runs every registered policy, Tiresias, the seed schedulers, HiveD's
+    three and the two variants, none skipped."""
     import hetsched as hs
     from hetsched.cli import main
 
     readme = (ROOT / "README.md").read_text(encoding="utf-8")
-    assert "every registered policy" in readme and "Tiresias" in readme
+    seed = ("themis", "synergy", "antman", "muri", "gandiva")
+    assert "every registered policy" in readme and "Tiresias" in readme and "HiveD" in readme
+    assert all(name.capitalize() in readme.replace("AntMan", "Antman") for name in seed)
     assert main(["demo", "--jobs", "4"]) == 0
     out = capsys.readouterr().out
     fixed, adaptive = out.split("\nadaptive jobs:")
     rows = {line.split()[0] for line in fixed.splitlines()[3:] if line and not line.startswith(("note", "error"))}
-    expected = set(hs.list_policies()) | {"tiresias", "max_min_fairness+packing", "finish_time_fairness+placement"}
+    expected = set(hs.list_policies()) | {"tiresias", "max_min_fairness+packing", "finish_time_fairness+placement",
+                                          *seed, "hived", "hived_quota", "hived_policy"}
     assert rows == expected
     assert "adaptive schedulers" in readme
     rows = {line.split()[0] for line in adaptive.splitlines()[3:] if line and not line.startswith(("note", "error"))}

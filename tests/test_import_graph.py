@@ -60,6 +60,7 @@ LAYERS: list[tuple[str, ...]] = [
     ("solvers",), ("formulations",), ("result",), ("api",), ("policies",),  # 2
     ("mechanism", "placement", "adaptive"),  # 3 (adaptive: goodput model, configuration search)
     ("rounds",),  # 4: the round engine, below every driver
+    ("hived",),  # HiveD's cells, tenants and schedulers (round schedulers; below the drivers)
     ("schedulers",), ("online",), ("sim",), ("slurm",),  # 5 (slurm: the online scheduler driving Slurm)
     ("reproduce",), ("cli",), ("__main__",),  # 6
 ]

@@ -17,7 +17,7 @@ from hetsched.reproduce.gavel import FIG8, las_runs, las_summary
 from hetsched.reproduce.sia import sia_summary
 from hetsched.reproduce.themis import ftf_run
 
-NAMES = ["gavel_fig8", "gavel_fig9", "sia_elastic", "sia_table3", "sia_table3_newtrace", "themis_ftf"]
+NAMES = ["gavel_fig8", "gavel_fig9", "hived_anomaly", "sia_elastic", "sia_table3", "sia_table3_newtrace", "themis_ftf"]
 
 
 def test_cli_quick_smallest_experiment_writes_expected_files(tmp_path: Path, capsys) -> None:

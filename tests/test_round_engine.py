@@ -81,7 +81,7 @@ def test_each_option_is_declared_once() -> None:
                     "solve_time_limit", "solver_options", "min_solve_interval", "arrivals", "backfill"}
     assert not (mech & loop) and not (mech & sim) and not (loop & sim)
     assert {f.name for f in dataclasses.fields(SimOptions)} == mech | loop | sim
-    assert sim == {"learn_throughputs", "report_noise", "throughput_reference"}
+    assert sim == {"learn_throughputs", "report_noise", "throughput_reference", "network"}
 
 
 def test_sim_options_embed_the_mechanism_options() -> None:

@@ -46,7 +46,13 @@ from .online import OnlineScheduler
 from .placement import Placement, PlacementCosts, place, place_plan
 from .result import Allocation
 from .rounds import MechanismOptions
-from .schedulers import ServiceDistribution, Tiresias, TiresiasState
+from .schedulers import (
+    ServiceDistribution,
+    Themis,
+    ThemisState,
+    Tiresias,
+    TiresiasState,
+)
 from .sim import (
     PolicyScheduler,
     RoundRows,
@@ -74,7 +80,8 @@ __all__ = [
     "LinearProgram", "MainModuleGuardError", "MechanismOptions", "MissingFieldError", "OnlineScheduler", "PairThroughputs",
     "Partitioned", "Placement", "PlacementCosts", "Policy", "PolicyScheduler", "RoundPlan", "RoundRows",
     "RoundScheduler", "RoundView", "SchedulerError", "Server", "ServiceDistribution", "ShareHistory",
-    "SimOptions", "SimulationResult", "SolverError", "ThroughputCatalogue", "Tiresias", "TiresiasState",
+    "SimOptions", "SimulationResult", "SolverError", "Themis", "ThemisState", "ThroughputCatalogue", "Tiresias",
+    "TiresiasState",
     "Topology", "Trace", "UnknownPolicyError", "UnknownSolverError", "ValidationError", "Workload",
     "__version__", "available_solvers", "carve_shares", "gavel_throughputs", "generate_catalogue",
     "generate_workload", "list_policies", "load_gavel_throughputs", "load_trace", "mechanism", "place",

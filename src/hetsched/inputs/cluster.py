@@ -102,8 +102,9 @@ class Cluster:
         prices: Mapping[str, float] | None = None,
         cpus: Mapping[str, float] | None = None,
         memory: Mapping[str, float] | None = None,
+        levels: Iterable[Any] | None = None,
     ) -> Cluster:
-        """A cluster with a server topology (servers, racks, GPU ids).
+        """A cluster with a server topology (servers, racks, GPU ids, levels).
 
         Parameters
         ----------
@@ -119,6 +120,9 @@ class Cluster:
             Type order for an explicit server list (default: order of first appearance).
         prices, cpus, memory : Mapping[str, float], optional
             As in :class:`Cluster` (``cpus`` / ``memory``: per-type totals over the servers).
+        levels : iterable of Level, optional
+            The topology's hierarchy (:class:`~hetsched.inputs.topology.Level` records,
+            bottom-up; default servers and racks). With a Topology, replaces its levels.
 
         Returns
         -------
@@ -139,10 +143,10 @@ class Cluster:
                     f"`gpu_types` {list(gpu_types)} must match the topology's types "
                     f"{list(servers.gpu_types)} when `servers` is a Topology."
                 )
-            topo = servers
+            topo = servers if levels is None else servers.with_levels(levels)
         elif isinstance(servers, Mapping):
             topo = Topology.from_counts(
-                servers, gpus_per_server=gpus_per_server, servers_per_rack=servers_per_rack
+                servers, gpus_per_server=gpus_per_server, servers_per_rack=servers_per_rack, levels=levels
             )
         elif isinstance(servers, (str, bytes)) or not isinstance(servers, Iterable):
             raise ValidationError(
@@ -150,7 +154,7 @@ class Cluster:
                 f"got {type(servers).__name__} {servers!r:.80}."
             )
         else:
-            topo = Topology(servers, gpu_types=None if gpu_types is None else list(gpu_types))
+            topo = Topology(servers, gpu_types=None if gpu_types is None else list(gpu_types), levels=levels)
         cluster = cls(topo.counts(), prices=prices, cpus=cpus, memory=memory)
         cluster.topology = topo
         return cluster

@@ -1,4 +1,4 @@
-"""Server topology of a cluster: servers (GPU type, GPUs per server, rack) and GPU ids.
+"""Server topology of a cluster: servers (GPU type, GPUs per server, rack), GPU ids and levels.
 
 A :class:`Topology` is a columnar record, one row per server. Every GPU has a *global id*
 ``gpu_offset[s] + i`` for the ``i``-th GPU (its *local index*) of server ``s``; placements
@@ -15,6 +15,71 @@ or from per-type counts, cut into servers of ``gpus_per_server`` and grouped int
 
 :meth:`hetsched.Cluster.from_servers` wraps either form into a :class:`~hetsched.Cluster`
 whose ``topology`` attribute holds the result.
+
+Levels
+------
+A topology is also a hierarchy of *levels*, from the single GPU up: level 0 is always
+``"gpu"``; the user declares the others bottom-up as :class:`Level` records (``levels=``
+of every constructor, or :meth:`Topology.with_levels`)::
+
+    levels = [Level("nvlink_pair", size=2, bandwidth=300.0),    # 2 GPUs
+              Level("pcie_switch", size=2, bandwidth=32.0),     # 2 pairs
+              Level("server", bandwidth=25.0),                  # the servers
+              Level("rack", bandwidth=12.5),                    # Server.rack
+              Level("pod", size=4, bandwidth=5.0)]              # 4 racks
+
+Without ``levels`` a topology has the three levels ``("gpu", "server", "rack")``: what
+existed before levels (servers and racks) is two levels of the hierarchy. The rules:
+
+* ``"server"`` must be declared (exactly once): its units are the servers. ``"rack"`` is
+  optional: when declared (above the server), its units are the servers' racks.
+* Every other level has a ``size``: the number of units of the level just below that make
+  one unit of it, grouped consecutively (local GPU order inside a server; unit order
+  above). Below the server the size may differ per GPU type (a mapping type -> size, every
+  type named). A server whose GPU count is not a multiple ends with a smaller (partial)
+  unit, like ``from_counts``' last server; so does a group above the server.
+* Units nest: every unit lies inside one unit of the level above (checked: a sized level
+  between the server and the rack that would split a rack is refused).
+* ``bandwidth`` (GB/s, positive, or None when unknown) is the bandwidth of the links that
+  join the units of the level below inside one unit of this level: two GPUs whose lowest
+  common level is ``l`` talk at ``bandwidth`` of level ``l``
+  (:meth:`Topology.common_level`, :meth:`Topology.link_bandwidth`).
+
+Per level ``l`` (an index into ``level_names``) the topology holds aligned arrays:
+``gpu_unit[l]`` (unit of every GPU, shape ``(n_gpus,)``; units are numbered in order of
+their first GPU), ``unit_parent[l]`` (unit of the level above, -1 at the top level),
+``unit_gpus[l]`` (GPUs per unit), ``unit_children[l]`` (units of level ``l - 1`` inside)
+and ``unit_type[l]`` (index into ``gpu_types``, -1 for a unit that mixes types);
+:meth:`Topology.unit_name` names a unit (servers and racks by their names; others
+``"{server}/{level}{i}"`` below the server and ``"{level}{i}"`` above it). Queries:
+``level_names``, ``n_levels``, :meth:`~Topology.level_index`, :meth:`~Topology.n_units`,
+:meth:`~Topology.level_bandwidth`, :meth:`~Topology.common_level`,
+:meth:`~Topology.link_bandwidth`.
+
+>>> topo = Topology.from_counts({"v100": 16}, gpus_per_server=8, servers_per_rack=1,
+...                             levels=[Level("pair", size=2, bandwidth=300.0), Level("server", bandwidth=25.0),
+...                                     Level("rack", bandwidth=12.5)])
+>>> topo.level_names, [topo.n_units(lev) for lev in topo.level_names]
+(('gpu', 'pair', 'server', 'rack'), [16, 8, 2, 2])
+>>> topo.link_bandwidth([0, 0, 0], [1, 2, 8]).tolist()
+[300.0, 25.0, nan]
+>>> topo.unit_name("pair", 5)
+'v100-s1/pair1'
+
+This API is stable: placement and HiveD's cells (:mod:`hetsched.hived.cells`) read it.
+
+Topology files
+--------------
+:func:`read_topology` reads a JSON file (``--topology FILE`` on the command line), the
+same mapping :meth:`Topology.from_dict` takes and :meth:`Topology.to_dict` writes::
+
+    {"levels": [{"name": "nvlink_pair", "size": 2, "bandwidth": 300},
+                {"name": "server", "bandwidth": 25}, {"name": "rack", "bandwidth": 12.5}],
+     "servers": [{"name": "a0", "gpu_type": "v100", "num_gpus": 8, "rack": "r0"}]}
+
+or, instead of ``"servers"``, ``"counts": {"v100": 64}`` with optional
+``"gpus_per_server"`` and ``"servers_per_rack"`` (as in :meth:`Topology.from_counts`).
+``"levels"`` is optional (default: gpu, server, rack).
 """
 
 from __future__ import annotations
@@ -27,11 +92,45 @@ from typing import Any
 import numpy as np
 
 from ..errors import ValidationError
-from ..validation import check_int, check_nonempty_str, check_type_map, fail, is_whole
+from ..validation import (
+    check_int,
+    check_nonempty_str,
+    check_positive,
+    check_type_map,
+    fail,
+    is_whole,
+)
 
-__all__ = ["Server", "Topology"]
+__all__ = ["DEFAULT_LEVELS", "Level", "Server", "Topology", "read_topology"]
 
 log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class Level:
+    """One level of a topology's hierarchy (see "Levels" in the module docstring).
+
+    Parameters
+    ----------
+    name : str
+        Unique, non-empty level name. ``"gpu"`` is level 0 and is never declared;
+        ``"server"`` and ``"rack"`` are the servers and their racks.
+    size : int or Mapping[str, int], optional
+        Units of the level below per unit of this one (a positive integer; below the
+        server, optionally per GPU type). Required for every level but ``"server"`` and
+        ``"rack"``, which must not have one.
+    bandwidth : float, optional
+        GB/s of the links that join the units of the level below inside one unit of this
+        level (positive, finite); None: not known.
+    """
+
+    name: str
+    size: int | Mapping[str, int] | None = None
+    bandwidth: float | None = None
+
+
+#: The levels of a topology declared without ``levels``: servers and racks.
+DEFAULT_LEVELS: tuple[Level, ...] = (Level("server"), Level("rack"))
 
 
 @dataclass(frozen=True)
@@ -99,19 +198,28 @@ class Topology:
     """
 
     __slots__ = (
+        "_level_index",
         "_server_index",
         "_type_index",
         "gpu_offset",
         "gpu_server",
         "gpu_types",
+        "gpu_unit",
+        "levels",
         "rack_names",
         "server_gpus",
         "server_names",
         "server_rack",
         "server_type",
+        "unit_children",
+        "unit_gpus",
+        "unit_names",
+        "unit_parent",
+        "unit_type",
     )
 
-    def __init__(self, servers: Iterable[Any], gpu_types: Sequence[str] | None = None) -> None:
+    def __init__(self, servers: Iterable[Any], gpu_types: Sequence[str] | None = None, *,
+                 levels: Iterable[Any] | None = None) -> None:
         names: list[str] = []
         types: list[str] = []
         gpus: list[int] = []
@@ -125,6 +233,7 @@ class Topology:
         if not names:
             raise ValidationError("`servers` must list at least one server; got none.")
         self._init_arrays(names, types, np.asarray(gpus, dtype=np.int64), racks, gpu_types)
+        self._init_levels(levels)
 
     # ------------------------------------------------------------------ construction
     def _init_arrays(
@@ -180,6 +289,7 @@ class Topology:
         *,
         gpus_per_server: int | Mapping[str, int] = 8,
         servers_per_rack: int | None = None,
+        levels: Iterable[Any] | None = None,
     ) -> Topology:
         """Cut per-type GPU counts into servers and racks.
 
@@ -193,6 +303,9 @@ class Topology:
         servers_per_rack : int, optional
             Servers per rack. Racks never mix types; ``None`` puts all servers of a type in
             one rack.
+        levels : iterable of Level, optional
+            The hierarchy above the GPU (see "Levels" in the module docstring); default
+            servers and racks.
 
         Returns
         -------
@@ -240,8 +353,210 @@ class Topology:
             raise ValidationError(f"`counts` must hold at least one GPU; got {dict(counts)}.")
         topo = cls.__new__(cls)
         topo._init_arrays(names, types, np.concatenate(sizes), racks, list(counts))
+        topo._init_levels(levels)
         log.debug("topology: %d servers, %d racks, %d GPUs", topo.n_servers, len(topo.rack_names), topo.n_gpus)
         return topo
+
+    def _init_levels(self, levels: Iterable[Any] | None) -> None:
+        """Validate ``levels`` and build the per-level arrays (see the module docstring)."""
+        decl = _check_levels(DEFAULT_LEVELS if levels is None else levels, self)
+        n_g = self.n_gpus
+        gpu_type = self.server_type[self.gpu_server]
+        local = np.arange(n_g, dtype=np.int64) - self.gpu_offset[self.gpu_server]
+        group = np.ones(len(self.gpu_types), dtype=np.int64)  # GPUs per unit of the last level below the server
+        unit: list[np.ndarray] = [np.arange(n_g, dtype=np.int64)]
+        above = False
+        for lev in decl:
+            if lev.name == "server":
+                u = self.gpu_server.copy()
+                above = True
+            elif lev.name == "rack":
+                u = _first_seen(self.server_rack[self.gpu_server])
+            elif not above:
+                size = lev.size if isinstance(lev.size, Mapping) else dict.fromkeys(self.gpu_types, lev.size)
+                group = group * np.array([size.get(t, 1) for t in self.gpu_types], dtype=np.int64)
+                per = group[self.server_type]                               # GPUs per unit, per server
+                n_units = -(-self.server_gpus // per)                       # ceil
+                start = np.zeros(self.n_servers + 1, dtype=np.int64)
+                np.cumsum(n_units, out=start[1:])
+                u = start[self.gpu_server] + local // per[self.gpu_server]
+            else:
+                u = unit[-1] // int(lev.size)                               # consecutive units of the level below
+            unit.append(u.astype(np.int64, copy=False))
+        levels_all = (Level("gpu"),) + decl
+        n_l = len(levels_all)
+        parents: list[np.ndarray] = []
+        gpus: list[np.ndarray] = []
+        children: list[np.ndarray] = []
+        utype: list[np.ndarray] = []
+        for li in range(n_l):
+            n_u = int(unit[li].max()) + 1 if n_g else 0
+            gpus.append(np.bincount(unit[li], minlength=n_u).astype(np.int64))
+            tmin = np.full(n_u, len(self.gpu_types), dtype=np.int64)
+            tmax = np.full(n_u, -1, dtype=np.int64)
+            np.minimum.at(tmin, unit[li], gpu_type)
+            np.maximum.at(tmax, unit[li], gpu_type)
+            utype.append(np.where(tmin == tmax, tmin, -1))
+            if li + 1 < n_l:
+                par = np.full(n_u, -1, dtype=np.int64)
+                par[unit[li]] = unit[li + 1]
+                bad = np.flatnonzero(par[unit[li]] != unit[li + 1])
+                if bad.size:
+                    child = int(unit[li][bad[0]])
+                    spans = np.unique(unit[li + 1][unit[li] == child]).tolist()
+                    raise ValidationError(
+                        f"`levels`: units of level {levels_all[li].name!r} must each lie inside one unit of level "
+                        f"{levels_all[li + 1].name!r}; unit {child} of {levels_all[li].name!r} spans its units "
+                        f"{spans} (declare {levels_all[li + 1].name!r} so that it groups whole "
+                        f"{levels_all[li].name!r} units).")
+                parents.append(par)
+            else:
+                parents.append(np.full(n_u, -1, dtype=np.int64))
+        for li in range(n_l):
+            n_below = parents[li - 1] if li else None
+            children.append(np.zeros(gpus[li].shape[0], np.int64) if n_below is None
+                            else np.bincount(n_below, minlength=gpus[li].shape[0]).astype(np.int64))
+        for group_ in (unit, parents, gpus, children, utype):
+            for arr in group_:
+                arr.setflags(write=False)
+        self.levels = levels_all
+        self.gpu_unit = tuple(unit)
+        self.unit_parent = tuple(parents)
+        self.unit_gpus = tuple(gpus)
+        self.unit_children = tuple(children)
+        self.unit_type = tuple(utype)
+        self._level_index = {lev.name: i for i, lev in enumerate(levels_all)}
+
+    def with_levels(self, levels: Iterable[Any] | None) -> Topology:
+        """The same servers with the hierarchy ``levels`` (None: servers and racks)."""
+        topo = Topology.__new__(Topology)
+        topo._init_arrays(list(self.server_names), [self.gpu_types[k] for k in self.server_type],
+                          self.server_gpus.copy(), [self.rack_names[r] for r in self.server_rack], self.gpu_types)
+        topo._init_levels(levels)
+        return topo
+
+    # ------------------------------------------------------------------ levels
+    @property
+    def level_names(self) -> tuple[str, ...]:
+        """Names of the levels, bottom-up (``"gpu"`` first)."""
+        return tuple(lev.name for lev in self.levels)
+
+    @property
+    def n_levels(self) -> int:
+        """Number of levels, the GPU level included."""
+        return len(self.levels)
+
+    def level_index(self, level: str | int, *, argument: str = "level") -> int:
+        """Index of ``level`` (a name, or an index checked for range) in ``level_names``."""
+        if isinstance(level, str):
+            li = self._level_index.get(level)
+            if li is None:
+                raise ValidationError(
+                    f"`{argument}` names level {level!r}, which the topology does not have "
+                    f"(levels: {list(self.level_names)}).")
+            return li
+        return check_int(level, argument, low=0, high=self.n_levels - 1)
+
+    def n_units(self, level: str | int) -> int:
+        """Number of units at ``level``."""
+        return int(self.unit_gpus[self.level_index(level)].shape[0])
+
+    def level_bandwidth(self, level: str | int) -> float | None:
+        """GB/s of the links inside one unit of ``level`` (None when not declared)."""
+        return self.levels[self.level_index(level)].bandwidth
+
+    def unit_name(self, level: str | int, unit: int) -> str:
+        """Name of unit ``unit`` of ``level``: a server or rack name, ``"{server}/gpu{i}"`` for a
+        GPU, ``"{parent}/{level}{i}"`` below the server and ``"{level}{i}"`` above it."""
+        li = self.level_index(level)
+        u = check_int(unit, "unit", low=0, high=self.n_units(li) - 1)
+        name = self.levels[li].name
+        if name == "server":
+            return self.server_names[u]
+        if name == "rack":
+            first = int(np.flatnonzero(self.gpu_unit[li] == u)[0])
+            return self.rack_names[int(self.server_rack[self.gpu_server[first]])]
+        server_level = self._level_index["server"]
+        if li < server_level:
+            first = int(np.flatnonzero(self.gpu_unit[li] == u)[0])
+            s = int(self.gpu_server[first])
+            first_in_server = int(self.gpu_unit[li][self.gpu_offset[s]])
+            return f"{self.server_names[s]}/{name}{u - first_in_server}"
+        return f"{name}{u}"
+
+    def common_level(self, a: Any, b: Any) -> np.ndarray:
+        """Lowest level whose unit holds both GPUs, per pair of global ids (broadcast).
+
+        0 for the same GPU; ``n_levels`` for GPUs in different units of the top level.
+        """
+        a = np.asarray(a, dtype=np.int64)
+        b = np.asarray(b, dtype=np.int64)
+        for name, v in (("a", a), ("b", b)):
+            if v.size and (v.min() < 0 or v.max() >= self.n_gpus):
+                raise ValidationError(f"`{name}` must hold GPU ids in [0, {self.n_gpus - 1}]; got {v.min()}..{v.max()}.")
+        a, b = np.broadcast_arrays(a, b)
+        out = np.full(a.shape, self.n_levels, dtype=np.int64)
+        for li in range(self.n_levels - 1, -1, -1):
+            same = self.gpu_unit[li][a] == self.gpu_unit[li][b]
+            out[same] = li
+        return out
+
+    def link_bandwidth(self, a: Any, b: Any) -> np.ndarray:
+        """GB/s between GPUs ``a`` and ``b``: the bandwidth of their common level (``inf`` for
+        the same GPU, ``nan`` where the level declares none or above the top level)."""
+        bw = np.array([np.inf] + [np.nan if lev.bandwidth is None else lev.bandwidth for lev in self.levels[1:]]
+                      + [np.nan])
+        return bw[self.common_level(a, b)]
+
+    # ------------------------------------------------------------------ files
+    def to_dict(self) -> dict[str, Any]:
+        """The topology as the mapping :meth:`from_dict` reads (explicit servers, levels)."""
+        return {
+            "levels": [{k: v for k, v in (("name", lev.name), ("size", dict(lev.size) if isinstance(lev.size, Mapping)
+                                                                      else lev.size), ("bandwidth", lev.bandwidth))
+                        if v is not None} for lev in self.levels[1:]],
+            "servers": [{"name": n, "gpu_type": self.gpu_types[k], "num_gpus": int(g), "rack": self.rack_names[r]}
+                        for n, k, g, r in zip(self.server_names, self.server_type, self.server_gpus, self.server_rack)],
+            "gpu_types": list(self.gpu_types),
+        }
+
+    @classmethod
+    def from_dict(cls, spec: Mapping[str, Any], *, argument: str = "topology") -> Topology:
+        """A topology from a mapping (the format of :func:`read_topology`).
+
+        Parameters
+        ----------
+        spec : Mapping
+            ``"servers"`` (a list of server mappings) or ``"counts"`` (with optional
+            ``"gpus_per_server"``, ``"servers_per_rack"``); optional ``"levels"`` (a list of
+            ``{"name", "size", "bandwidth"}`` mappings) and ``"gpu_types"`` (type order, with
+            ``"servers"``).
+        argument : str
+            Name of the argument or file in error messages.
+        """
+        if not isinstance(spec, Mapping):
+            raise fail(argument, "a mapping with 'servers' or 'counts' (and optionally 'levels')", spec,
+                       shown=type(spec).__name__)
+        known = {"servers", "counts", "gpus_per_server", "servers_per_rack", "levels", "gpu_types"}
+        extra = sorted(set(spec) - known)
+        if extra:
+            raise ValidationError(f"`{argument}` has unknown key(s) {extra}; known: {sorted(known)}.")
+        if ("servers" in spec) == ("counts" in spec):
+            raise ValidationError(f"`{argument}` must have exactly one of 'servers' and 'counts'; got keys {sorted(spec)}.")
+        levels = spec.get("levels")
+        if "servers" in spec:
+            for key in ("gpus_per_server", "servers_per_rack"):
+                if key in spec:
+                    raise ValidationError(f"`{argument}`: {key!r} goes with 'counts', not with 'servers'.")
+            servers = spec["servers"]
+            if not isinstance(servers, Sequence) or isinstance(servers, (str, bytes)):
+                raise fail(f"{argument}['servers']", "a list of servers", servers, shown=type(servers).__name__)
+            return cls(servers, gpu_types=spec.get("gpu_types"), levels=levels)
+        if "gpu_types" in spec:
+            raise ValidationError(f"`{argument}`: 'gpu_types' goes with 'servers' (with 'counts' the order is the "
+                                  "order of 'counts').")
+        return cls.from_counts(spec["counts"], gpus_per_server=spec.get("gpus_per_server", 8),
+                               servers_per_rack=spec.get("servers_per_rack"), levels=levels)
 
     # ------------------------------------------------------------------ queries
     @property
@@ -322,9 +637,10 @@ class Topology:
         return self.n_servers
 
     def __repr__(self) -> str:
+        levels = "" if self.level_names == ("gpu", "server", "rack") else f"; levels {list(self.level_names)}"
         return (
             f"Topology({self.n_servers} servers, {self.n_racks} racks, {self.n_gpus} GPUs: "
-            f"{self.counts()})"
+            f"{self.counts()}{levels})"
         )
 
     def __eq__(self, other: object) -> bool:
@@ -337,9 +653,95 @@ class Topology:
             and np.array_equal(self.server_type, other.server_type)
             and np.array_equal(self.server_gpus, other.server_gpus)
             and np.array_equal(self.server_rack, other.server_rack)
+            and self.levels == other.levels
         )
 
     __hash__ = None  # type: ignore[assignment]
+
+
+def read_topology(path: Any) -> Topology:
+    """Read a topology from a JSON file (format: "Topology files" in the module docstring)."""
+    import json
+    from pathlib import Path
+
+    p = Path(path)
+    try:
+        spec = json.loads(p.read_text())
+    except OSError as exc:
+        raise ValidationError(f"`topology` file {str(p)!r} cannot be read: {exc.strerror or exc}.") from None
+    except json.JSONDecodeError as exc:
+        raise ValidationError(f"`topology` file {str(p)!r} is not valid JSON: {exc.msg} at line {exc.lineno}.") from None
+    return Topology.from_dict(spec, argument=f"topology file {p.name}")
+
+
+def _first_seen(keys: np.ndarray) -> np.ndarray:
+    """Renumber ``keys`` 0.. in order of first appearance."""
+    _, first, inverse = np.unique(keys, return_index=True, return_inverse=True)
+    rank = np.empty(first.shape[0], dtype=np.int64)
+    rank[np.argsort(first, kind="stable")] = np.arange(first.shape[0])
+    return rank[inverse.reshape(-1)]
+
+
+def _level_fields(entry: Any, i: int) -> tuple[Any, Any, Any]:
+    if isinstance(entry, Level):
+        return entry.name, entry.size, entry.bandwidth
+    if isinstance(entry, Mapping):
+        extra = sorted(set(entry) - {"name", "size", "bandwidth"})
+        if extra or "name" not in entry:
+            raise ValidationError(f"`levels[{i}]` must have the key 'name' and optionally 'size' and 'bandwidth'; "
+                                  f"got keys {sorted(entry)}.")
+        return entry["name"], entry.get("size"), entry.get("bandwidth")
+    if isinstance(entry, (tuple, list)) and 1 <= len(entry) <= 3:
+        padded = list(entry) + [None] * (3 - len(entry))
+        return padded[0], padded[1], padded[2]
+    raise ValidationError(f"`levels[{i}]` must be a Level, a mapping or a (name[, size[, bandwidth]]) tuple; "
+                          f"got {entry!r:.80}.")
+
+
+def _check_levels(levels: Iterable[Any], topo: Topology) -> tuple[Level, ...]:
+    """The declared levels, checked against the rules of the module docstring."""
+    if isinstance(levels, (str, bytes, Mapping)) or not isinstance(levels, Iterable):
+        raise fail("levels", "a sequence of Level records", levels, shown=type(levels).__name__)
+    out: list[Level] = []
+    seen: dict[str, int] = {}
+    above = False
+    for i, entry in enumerate(levels):
+        name, size, bw = _level_fields(entry, i)
+        check_nonempty_str(name, f"levels[{i}].name")
+        if name == "gpu":
+            raise ValidationError(f"`levels[{i}]`: 'gpu' is level 0 of every topology and is not declared.")
+        if name in seen:
+            raise ValidationError(f"`levels` names must be unique; {name!r} appears at positions {seen[name]} and {i}.")
+        seen[name] = i
+        bw = check_positive(bw, f"levels[{i}].bandwidth", unit="GB/s", allow_none=True)
+        if name in ("server", "rack"):
+            if size is not None:
+                raise ValidationError(f"`levels[{i}]`: level {name!r} is made of the servers' "
+                                      f"{'GPUs' if name == 'server' else 'racks'} and takes no `size`; got {size!r}.")
+            if name == "rack" and not above:
+                raise ValidationError(f"`levels[{i}]`: level 'rack' must come after level 'server'.")
+            above = True
+        elif isinstance(size, Mapping):
+            if above:
+                raise ValidationError(f"`levels[{i}].size` of level {name!r} above the server must be one integer "
+                                      f"(units above the server may mix GPU types); got {dict(size)!r}.")
+            present = [t for t, k in zip(topo.gpu_types, np.bincount(topo.server_type, minlength=len(topo.gpu_types)))
+                       if k > 0]
+            size = check_type_map(size, f"levels[{i}].size", lambda v, n: check_int(v, n, low=1, whole_floats=True),
+                                  what="units of the level below", known=topo.gpu_types, known_name="gpu_types")
+            missing = [t for t in present if t not in size]
+            if missing:
+                raise ValidationError(f"`levels[{i}].size` of level {name!r} must give a size for every GPU type with "
+                                      f"servers; missing {missing}.")
+        else:
+            if size is None:
+                raise ValidationError(f"`levels[{i}]`: level {name!r} needs a `size` (units of the level below per "
+                                      f"unit); only 'server' and 'rack' are derived from the servers.")
+            size = check_int(size, f"levels[{i}].size", low=1, whole_floats=True)
+        out.append(Level(name, size, bw))
+    if "server" not in seen:
+        raise ValidationError(f"`levels` must include level 'server'; got {[lev.name for lev in out]}.")
+    return tuple(out)
 
 
 def _count(value: Any, name: str) -> int:

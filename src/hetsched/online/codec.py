@@ -88,14 +88,21 @@ def _builtins() -> None:
     if _BUILTINS_DONE:
         return
     from ..adaptive.goodput import GradParams, PerfParams
+    from ..hived.common import HiveDState
+    from ..hived.policy import TenantPolicyState
     from ..mechanism.history import ShareHistory
     from ..mechanism.plan import RoundPlan
     from ..rounds.policy_scheduler import PolicyState
     from ..rounds.protocol import RoundRows
     from ..schedulers.adaptive_base import AdaptiveState
+    from ..schedulers.antman import AntManState
     from ..schedulers.convergence import ConvergenceFit
+    from ..schedulers.gandiva import GandivaState
     from ..schedulers.goodput_beliefs import GoodputBeliefs
+    from ..schedulers.muri import MuriState
     from ..schedulers.optimus import OptimusState
+    from ..schedulers.synergy import SynergyState
+    from ..schedulers.themis import ThemisState
     from ..schedulers.tiresias import TiresiasPlan, TiresiasState
 
     register_state_type(ShareHistory, skip=("version",))
@@ -105,7 +112,13 @@ def _builtins() -> None:
     register_state_type(AdaptiveState, skip=("configs",))
     register_state_type(OptimusState, skip=("configs", "configs_of"))
     register_state_type(GoodputBeliefs, skip=("progress",))
-    for cls in (RoundPlan, TiresiasPlan, TiresiasState, RoundRows, GradParams, PerfParams, ConvergenceFit):
+    register_state_type(SynergyState)
+    register_state_type(AntManState)
+    register_state_type(ThemisState)
+    register_state_type(HiveDState)
+    register_state_type(TenantPolicyState)
+    for cls in (RoundPlan, TiresiasPlan, TiresiasState, RoundRows, GradParams, PerfParams, ConvergenceFit,
+                MuriState, GandivaState):
         register_state_type(cls)
     _BUILTINS_DONE = True
 

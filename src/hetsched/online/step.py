@@ -22,7 +22,7 @@ from ..formulations.common import isolated_allocation_arrays
 from ..inputs.cluster import Cluster
 from ..inputs.jobs import STEPS_MAX
 from ..inputs.throughputs import ThroughputCatalogue
-from ..rounds.placing import RoundPlacer
+from ..rounds.placing import RoundPlacer, group_leaders, place_round
 from ..rounds.protocol import RoundRows, RoundScheduler, RoundView, check_rows
 from ..schedulers.adaptive_base import forget_cluster, relink
 from .adaptive_jobs import OnlineAdaptiveJobs
@@ -271,7 +271,7 @@ class RoundStep:
                 if self.adaptive is not None:   # except an adaptive job's configuration of several nodes
                     one &= rows.gpus <= self.adaptive.node_gpus[rows.gpu_type]
                 rows = dataclasses.replace(rows, consolidated=rows.consolidated | one)
-            pl = self.placer.place(rows)
+            pl = place_round(self.placer, self.scheduler, rows)
             rows, spread, migrated = rows.take(pl.placed), pl.spread[pl.placed], pl.migrated[pl.placed]
             gpu_ids = self._gpu_ids(rows)
         elif self.placer is not None:
@@ -327,6 +327,16 @@ class RoundStep:
         np.maximum.at(secs, r, rep)
         return np.where(secs > 0, secs, now - self.last_now)
 
+    def _measured_pair_rates(self, a: int, b: int, k: int) -> tuple[float, float] | None:
+        """The rates jobs ``a`` and ``b`` (job numbers) reported while sharing GPUs of type
+        column ``k`` (moving averages of ``report(..., partner=...)``, learned with
+        ``learn=True``), or None unless both reported: what a scheduler that learns pairs
+        by trying them (Gandiva) reads online, through the view's
+        ``context["measured_pair_rates"]``."""
+        ra, na = self.sides.ema_of(a, b, k)
+        rb, nb = self.sides.ema_of(b, a, k)
+        return (ra, rb) if na > 0 and nb > 0 else None
+
     def _view(self, now: float, active: np.ndarray, T: np.ndarray, U: np.ndarray | None) -> RoundView:
         J = self.jobs
         total = J.total[active]
@@ -342,7 +352,8 @@ class RoundStep:
             scale_factors=J.sf[active], weights=J.weight[active], remaining=remaining, arrival=J.arrival[active],
             isolated_time=J.iso_time[active], deadlines=dl if np.isfinite(dl).any() else None, entities=entities,
             changed=self.changed,
-            context={"ids": J.ids_array} if self.adaptive is None else {"ids": J.ids_array, "adaptive": self.adaptive},
+            context={"ids": J.ids_array, "measured_pair_rates": self._measured_pair_rates} if self.adaptive is None
+            else {"ids": J.ids_array, "adaptive": self.adaptive},
             waiting=now - np.maximum(J.arrival[active], J.last_end[active]))
 
     def _spread(self, active: np.ndarray, T: np.ndarray) -> np.ndarray | None:
@@ -368,11 +379,12 @@ class RoundStep:
         prev = self.placer.previous
         if prev is None:
             return [[] for _ in range(rows.n_rows)]
+        held = rows.job[group_leaders(rows)].tolist()   # a Muri group's members hold its first row's GPUs
         if isinstance(prev, dict):
-            return [np.asarray(prev[j]).tolist() for j in rows.job.tolist()]
+            return [np.asarray(prev[j]).tolist() for j in held]
         pos = {j: i for i, j in enumerate(np.asarray(prev.job_ids).tolist())}
         off, gpus = prev.gpu_offset.tolist(), prev.gpus.tolist()
-        return [gpus[off[p]:off[p + 1]] for p in [pos[j] for j in rows.job.tolist()]]
+        return [gpus[off[p]:off[p + 1]] for p in [pos[j] for j in held]]
 
     def _commit(self, now: float, rows: RoundRows, gpu_ids: list[list[int]] | None, info: dict[str, Any],
                 plan_s: float, n_active: int) -> float:

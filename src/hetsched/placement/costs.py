@@ -32,6 +32,13 @@ Terms (per GPU of the plan)
 ``spread``
     Consolidation term: a gang routed through the "anywhere of its type" aggregator, i.e.
     one that may end up on several servers. Whole-server paths do not pay it.
+``network``
+    Network-awareness term (CASSINI, NSDI'24, §3: keep communication-heavy jobs off shared
+    links): added to the spread and rack paths of a gang of two or more GPUs, times the job's
+    communication intensity in [0, 1] (``place(..., comm_intensity=...)``). Where whole
+    servers are scarce, the gangs that communicate most get them and the others are spread.
+    Default 0 (off). Keep ``spread + network`` below ``unscheduled`` so that no job is left
+    out to avoid spreading it.
 ``fragmentation``
     Packing term, *per job*: a gang of ``s`` GPUs placed whole on a server with ``c``
     usable GPUs pays ``fragmentation * (c - s) / G`` per GPU (``G`` the largest server
@@ -87,6 +94,9 @@ class PlacementCosts:
         Per GPU of a gang routed where it may be split over servers.
     fragmentation : float, default 4.0
         Per GPU, times the share of the server's usable GPUs the gang leaves unused.
+    network : float, default 0.0
+        Per GPU of a gang routed where it may be split over servers, times the job's
+        communication intensity.
 
     Examples
     --------
@@ -106,16 +116,17 @@ class PlacementCosts:
     migration: float = 50.0
     spread: float = 10.0
     fragmentation: float = 4.0
+    network: float = 0.0
 
     def __post_init__(self) -> None:
         for f in fields(self):
             object.__setattr__(self, f.name, check_nonneg(getattr(self, f.name), f"costs.{f.name}"))
-        if self.unscheduled <= self.spread + self.migration + self.fragmentation:
+        if self.unscheduled <= self.spread + self.network + self.migration + self.fragmentation:
             log.warning(
-                "placement costs: unscheduled (%g) <= spread + migration + fragmentation (%g); "
+                "placement costs: unscheduled (%g) <= spread + network + migration + fragmentation (%g); "
                 "some placeable GPUs may be left unscheduled",
                 self.unscheduled,
-                self.spread + self.migration + self.fragmentation,
+                self.spread + self.network + self.migration + self.fragmentation,
             )
 
 

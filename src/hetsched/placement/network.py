@@ -15,8 +15,8 @@ name                from -> to                   capacity          cost
 unscheduled         job j -> sink                s_j               U_j (see costs.py)
 continuation        job j -> server s            GPUs j held on s  continuation
 fit                 job j -> E_{k_j, s_j}        s_j               migration_j
-spread              job j -> T_{k_j}             s_j               spread + migration_j
-rack                job j -> R_{k_j, r}          s_j               spread + migration_j
+spread              job j -> T_{k_j}             s_j               spread + network_j + migration_j
+rack                job j -> R_{k_j, r}          s_j               spread + network_j + migration_j
 fit_chain           E_{k,c} -> E_{k,c+1}         inf               fragmentation / G_k
 fit_server          E_{k,c} -> server s          c = c_s           0
 type_rack           T_k -> R_{k,r}               inf               0
@@ -25,6 +25,8 @@ server_sink         server s -> sink             usable GPUs of s  0
 ==================  ===========================  ================  =================================
 
 ``migration_j`` is ``costs.migration`` for a job that ran last round on its type, else 0;
+``network_j`` is ``costs.network`` times the job's communication intensity (gangs of two or
+more; 0 without ``comm_intensity``);
 ``c_s`` is the usable GPUs of ``s`` minus those held by jobs that may continue there. A
 gang of ``s_j`` enters the fit chain at class ``s_j`` and can only climb to looser classes,
 so the fit path reaches only servers that can hold it whole, and pays
@@ -327,6 +329,8 @@ def _job_arcs(
     """
     n_jobs, size, jtype = req.n_jobs, req.size, req.job_type
     migr = np.where(req.prev_same_type, costs.migration, 0.0)
+    # network-aware: spreading a gang costs its communication intensity
+    net_cost = costs.network * np.where(size > 1, req.comm, 0.0) if req.comm is not None else np.zeros(n_jobs)
     jobs = np.arange(n_jobs, dtype=np.int64)
     cont_cost = np.full(sk.cont_job.shape, costs.continuation)
     # spread: every job that fits a server (for a 1-GPU job this is the path to GPUs that
@@ -345,8 +349,8 @@ def _job_arcs(
         ("unscheduled", jobs, np.full(n_jobs, sk.sink), size, unsched_cost),
         ("continuation", sk.cont_job, sk.s_node0 + sk.cont_server, sk.cont_cap, cont_cost),
         ("fit", fit_job, sk.e_node(jtype[fit_job], size[fit_job]), size[fit_job], migr[fit_job]),
-        ("spread", fit_job, sk.t_node0 + jtype[fit_job], size[fit_job], costs.spread + migr[fit_job]),
-        ("rack", rack_job, sk.r_node0 + rack_pair, size[rack_job], costs.spread + migr[rack_job]),
+        ("spread", fit_job, sk.t_node0 + jtype[fit_job], size[fit_job], costs.spread + net_cost[fit_job] + migr[fit_job]),
+        ("rack", rack_job, sk.r_node0 + rack_pair, size[rack_job], costs.spread + net_cost[rack_job] + migr[rack_job]),
     ]
     return groups, fit_job, rack_job, rack_pair
 

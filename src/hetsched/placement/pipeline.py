@@ -2,24 +2,27 @@
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import time
 from typing import Any
 
 import numpy as np
 
-from ..errors import ValidationError
+from ..errors import ValidationError, show
 from ..inputs.cluster import Cluster
 from ..inputs.topology import Topology
-from ..validation import check_bool, check_choice, check_instance
+from ..validation import check_bool, check_choice, check_instance, check_vector
 from .costs import PlacementCosts
+from .interconnect import PATTERNS, BoundInterconnect, Interconnect
 from .network import build_network
 from .readback import read_back
 from .request import PlacementRequest, make_request
 from .result import Placement
+from .selection import choose_subsets
 from .solvers import FLOW_SOLVERS, solve_flow
 
-__all__ = ["migrated_jobs", "place", "place_plan"]
+__all__ = ["job_comm_intensity", "job_patterns", "migrated_jobs", "place", "place_plan"]
 
 log = logging.getLogger(__name__)
 
@@ -39,6 +42,10 @@ def place(
     allow_overcommit: bool = False,
     order: str = "best_fit",
     backfill: bool = True,
+    comm_intensity: Any = None,
+    interconnect: Interconnect | BoundInterconnect | None = None,
+    patterns: Any = None,
+    choose_gpus: bool = True,
 ) -> Placement:
     """Place one round: give each job whole gangs of GPUs of its type on concrete servers.
 
@@ -79,6 +86,22 @@ def place(
         Decomposition order of the read-back; "arbitrary" exists for comparison only.
     backfill : bool, default True
         Try jobs the flow left out on GPUs that remain idle after repair.
+    comm_intensity : array-like of float in [0, 1], shape (n_jobs,), optional
+        Share of each job's step time spent communicating (see ``docs/interconnect.md``).
+        Weights ``costs.network`` on the paths that may spread a gang over servers (and, with
+        ``costs.network > 0``, raises the job's read-back priority by ``network * c``, so
+        that among gangs of one size the heavy ones take whole servers first); with an
+        ``interconnect``, jobs with ``c > 0`` are the bandwidth-sensitive ones of the
+        inside-server choice. Default: all 0.
+    interconnect : Interconnect, optional
+        GPU graphs per server: the GPUs inside each server are then chosen by
+        :mod:`hetsched.placement.selection` (MAPA, SC'21) and the placement reports each
+        job's predicted bandwidth (``Placement.bandwidth``).
+    patterns : str or array-like of str, shape (n_jobs,), optional
+        ``"ring"`` (default) or ``"all_to_all"`` per job (or one for all).
+    choose_gpus : bool, default True
+        With an ``interconnect``: choose the GPUs inside servers; False keeps the read-back's
+        lowest free ids and only predicts bandwidths (for comparison).
 
     Returns
     -------
@@ -120,12 +143,29 @@ def place(
         split_large_jobs=split_large_jobs,
         allow_overcommit=allow_overcommit,
     )
+    bound = _bound(interconnect, topo)
+    comm = job_comm_intensity(comm_intensity, req.job_ids)
+    pattern = job_patterns(patterns, req.job_ids)
+    if comm is not None:
+        req = dataclasses.replace(req, comm=comm)
     net = build_network(req, costs)
     t1 = time.perf_counter()
     sol = solve_flow(net, solver)
     t2 = time.perf_counter()
-    rb = read_back(req, net, sol, order=order, backfill=bool(backfill))
-    migrated = migrated_jobs(req, rb.gpu_offset, rb.gpus)
+    priority = None
+    if comm is not None and costs.network > 0:
+        priority = net.info["unscheduled_cost"] + costs.network * np.where(req.size > 1, comm, 0.0)
+    rb = read_back(req, net, sol, order=order, backfill=bool(backfill), priority=priority)
+    gpus, bandwidth, extra = rb.gpus, None, {}
+    if bound is not None:
+        ts = time.perf_counter()
+        sensitive = (req.size > 1) & ((comm > 0) if comm is not None else True)
+        choice = choose_subsets(bound, rb.gpu_offset, rb.gpus, req.usable, req.prev_offset, req.prev_gpu,
+                                pattern, sensitive, rechoose=check_bool(choose_gpus, "choose_gpus"))
+        gpus, bandwidth = choice.gpus, choice.bandwidth
+        extra = {"subset_s": time.perf_counter() - ts, "rechosen_chunks": choice.n_rechosen,
+                 "best_bandwidth": choice.best_bandwidth}
+    migrated = migrated_jobs(req, rb.gpu_offset, gpus)
     t3 = time.perf_counter()
     result = Placement(
         topology=topo,
@@ -133,7 +173,7 @@ def place(
         gpu_type=req.job_type,
         num_gpus=req.size,
         gpu_offset=rb.gpu_offset,
-        gpus=rb.gpus,
+        gpus=gpus,
         reason=rb.reason,
         migrated=migrated,
         flow_cost=sol.cost,
@@ -146,7 +186,9 @@ def place(
             "rolled_back": rb.rolled_back,
             "backfilled": rb.backfilled,
             "usable_gpus": int(req.usable.sum()),
+            **extra,
         },
+        bandwidth=bandwidth,
     )
     log.debug("%r in %.3fs", result, t3 - t0)
     return result
@@ -195,6 +237,48 @@ def place_plan(cluster: Cluster | Topology, plan: Any, *, waiting: Any = None, *
             raise ValidationError(f"`waiting` must have shape {ids.shape} like `plan.job_ids`; got {wait.shape}.")
         wait = wait[run]
     return place(cluster, ids[run], types[assignment[run]].astype(str), sizes[run], waiting=wait, **kwargs)
+
+
+def _bound(interconnect: Any, topo: Topology) -> BoundInterconnect | None:
+    """The interconnect on ``topo`` (bound here unless it already is, on the same topology)."""
+    if interconnect is None:
+        return None
+    if isinstance(interconnect, BoundInterconnect):
+        if interconnect.topology is not topo and interconnect.topology != topo:
+            raise ValidationError("`interconnect` is bound to a different topology than `cluster`.")
+        return interconnect
+    check_instance(interconnect, "interconnect", Interconnect, "a hetsched.placement.Interconnect or None")
+    return interconnect.bind(topo)
+
+
+def job_comm_intensity(value: Any, job_ids: np.ndarray) -> np.ndarray | None:
+    """``comm_intensity`` as floats in [0, 1], one per job (a scalar is repeated); None stays None."""
+    if value is None:
+        return None
+    arr = check_vector(value, "comm_intensity", job_ids.shape[0])
+    bad = ~np.isfinite(arr) | (arr < 0) | (arr > 1)
+    if bad.any():
+        j = int(np.flatnonzero(bad)[0])
+        raise ValidationError(f"`comm_intensity` must be in [0, 1]; job {show(job_ids[j])} has {show(float(arr[j]))}.")
+    return arr
+
+
+def job_patterns(value: Any, job_ids: np.ndarray) -> np.ndarray:
+    """``patterns`` as indices into ``PATTERNS`` (default: all "ring")."""
+    n = job_ids.shape[0]
+    if value is None:
+        return np.zeros(n, np.int64)
+    if isinstance(value, str):
+        return np.full(n, PATTERNS.index(check_choice(value, "patterns", PATTERNS)), np.int64)
+    items = list(value)
+    if len(items) != n:
+        raise ValidationError(f"`patterns` must have one entry per job ({n}); got {len(items)}.")
+    out = np.zeros(n, np.int64)
+    for j, p in enumerate(items):
+        if p not in PATTERNS:
+            raise ValidationError(f"`patterns` entries must be one of {list(PATTERNS)}; job {show(job_ids[j])} has {p!r}.")
+        out[j] = PATTERNS.index(p)
+    return out
 
 
 def _topology(cluster: Any) -> Topology:

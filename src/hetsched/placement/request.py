@@ -48,6 +48,9 @@ class PlacementRequest:
         False for blocked GPUs (down, reserved).
     split_large_jobs : bool
         Whether a job larger than every server of its type may span servers of one rack.
+    comm : ndarray of float, shape (n_jobs,), optional
+        Communication intensity in [0, 1] per job (``None``: all 0); weights the
+        ``network`` cost of :class:`~hetsched.placement.PlacementCosts`.
     """
 
     topology: Topology
@@ -60,6 +63,7 @@ class PlacementRequest:
     prev_same_type: np.ndarray
     usable: np.ndarray
     split_large_jobs: bool
+    comm: np.ndarray | None = None
 
     @property
     def n_jobs(self) -> int:

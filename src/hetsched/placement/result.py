@@ -49,7 +49,12 @@ class Placement:
         ``build_s``, ``solve_s``, ``readback_s``, ``total_s``.
     info : dict
         Network size and read-back counters (``n_nodes``, ``n_arcs``, ``repaired``,
-        ``rolled_back``, ``backfilled``).
+        ``rolled_back``, ``backfilled``); with an interconnect also ``subset_s`` (seconds of
+        the inside-server choice), ``rechosen_chunks`` and ``best_bandwidth`` (per job).
+    bandwidth : ndarray of float or None
+        With an interconnect: the bandwidth (GB/s) each job's pattern is predicted to see on
+        its GPUs (NaN for one GPU, unscheduled jobs and servers without a graph;
+        :mod:`hetsched.placement.selection`). None without one.
     """
 
     topology: Topology
@@ -64,6 +69,7 @@ class Placement:
     solver: str
     timings: dict[str, float] = field(default_factory=dict)
     info: dict[str, Any] = field(default_factory=dict)
+    bandwidth: np.ndarray | None = None
 
     # ------------------------------------------------------------------ per job
     @property

@@ -7,7 +7,9 @@
 * ``sia_elastic``: Sia vs Gavel vs Gavel with space sharing on an elastic workload (:mod:`.sia`);
 * ``sia_table3``: Sia (SOSP'23) Table 3, Sia vs Pollux vs Gavel+TunedJobs on Sia's Philly
   workloads with adaptive jobs (:mod:`.sia_table3`; needs Sia's artifact data);
-* ``sia_table3_newtrace``: the same on Sia's newTrace workloads (Table 3's second half).
+* ``sia_table3_newtrace``: the same on Sia's newTrace workloads (Table 3's second half);
+* ``hived_anomaly``: HiveD (OSDI'20) vs a quota-based scheduler on one multi-tenant trace: the
+  sharing anomaly under quotas and none under cells (:mod:`.hived`).
 
 Each has a quick mode (CI size) and a full mode. :func:`run_experiments` runs them and
 writes ``<name>.csv`` (one row per simulation), ``<name>_summary.csv``,
@@ -15,7 +17,7 @@ writes ``<name>.csv`` (one row per simulation), ``<name>_summary.csv``,
 ``docs/reproduce.md``.
 
 >>> sorted(EXPERIMENTS)
-['gavel_fig8', 'gavel_fig9', 'sia_elastic', 'sia_table3', 'sia_table3_newtrace', 'themis_ftf']
+['gavel_fig8', 'gavel_fig9', 'hived_anomaly', 'sia_elastic', 'sia_table3', 'sia_table3_newtrace', 'themis_ftf']
 """
 
 from __future__ import annotations
@@ -28,6 +30,7 @@ from ..errors import DataNotFoundError, ValidationError
 from .base import Experiment, ExperimentResult, Settings, find_gavel_table
 from .figures import las_figure, rho_figure, sia_figure, table3_figure
 from .gavel import run_fig8, run_fig9
+from .hived import hived_figure, run_hived_anomaly
 from .sia import run_sia
 from .sia_table3 import run_sia_table3, run_sia_table3_newtrace
 from .themis import run_themis
@@ -50,6 +53,8 @@ EXPERIMENTS: dict[str, Experiment] = {e.name: e for e in (
                run_sia_table3, table3_figure),
     Experiment("sia_table3_newtrace", "Sia Table 3: the same comparison on Sia's newTrace workloads (adaptive jobs)",
                run_sia_table3_newtrace, table3_figure),
+    Experiment("hived_anomaly", "HiveD: sharing anomaly under a quota scheduler vs none under HiveD's cells",
+               run_hived_anomaly, hived_figure),
 )}
 
 

@@ -27,7 +27,9 @@ gang is spread over servers). In the "rounds" mechanism a row runs the whole rou
   count once);
 * per job, the shares of the rows it is a member of sum to at most 1 (in "rounds": one row);
 * members are active jobs, a pair has two different members, GPU counts are positive
-  integers, throughputs finite and non-negative.
+  integers, throughputs finite and non-negative;
+* rows of one interleaving group (``group >= 0``, Muri) have one GPU type and GPU count,
+  hold no pair, and their shares sum to at most 1 (they take turns on the same GPUs).
 """
 
 from __future__ import annotations
@@ -191,6 +193,12 @@ class RoundRows:
         Total batch size an adaptive job runs at in the row (Pollux, Sia; the round loop
         progresses adaptive jobs at their true goodput at this batch); 0 (the default): the
         job's own batch size.
+    group : ndarray of int64
+        Interleaving group (Muri) of the row, -1 (the default) for none. Rows with the same
+        group number hold *the same* GPUs in turn: they must have one GPU type and GPU count,
+        their shares sum to at most 1 (each member holds the GPUs for its ``share`` of the
+        round and progresses at ``rate`` while it does), and placement places them as one
+        request. Capacity counts ``gpus x share`` per row, so a group's GPUs count once.
     info : dict
         What the scheduler did this round, for the round log: ``solved``, ``solve_ok``,
         ``solve_status``, ``solve_s``, ``solve_jobs``, ``solve_classes``, ``plan_s``; and
@@ -213,6 +221,7 @@ class RoundRows:
     share: np.ndarray | None = None
     row_id: np.ndarray | None = None
     batch_size: np.ndarray | None = None
+    group: np.ndarray | None = None
     info: dict[str, Any] = field(default_factory=dict)
     payload: Any = None
 
@@ -235,7 +244,8 @@ class RoundRows:
         set_(self, "row_id", np.arange(n, dtype=np.int64) if self.row_id is None
              else np.asarray(self.row_id, dtype=np.int64).reshape(-1))
         set_(self, "batch_size", _i64(self.batch_size, n, 0))
-        for name in ("row_id", "batch_size", "gpu_type", "gpus", "rate", "partner", "partner_rate", "spread_rate", "partner_spread_rate",
+        set_(self, "group", _i64(self.group, n, -1))
+        for name in ("row_id", "batch_size", "group", "gpu_type", "gpus", "rate", "partner", "partner_rate", "spread_rate", "partner_spread_rate",
                      "consolidated", "share"):
             if getattr(self, name).shape != (n,):
                 raise SchedulerError(f"RoundRows.{name} must have one entry per row ({n}); got shape "
@@ -261,7 +271,7 @@ class RoundRows:
         k = np.asarray(keep)
         arrays = {name: getattr(self, name)[k] for name in (
             "job", "gpu_type", "gpus", "rate", "partner", "partner_rate", "spread_rate", "partner_spread_rate",
-            "consolidated", "share", "row_id", "batch_size")}
+            "consolidated", "share", "row_id", "batch_size", "group")}
         arrays.update(changes)
         return replace(self, **arrays)
 
@@ -292,6 +302,11 @@ class RoundScheduler(Protocol):
     ``adaptive = True``: it reads the jobs' :class:`~hetsched.inputs.adaptive.AdaptiveJobs`
     from ``view.context["adaptive"]`` and chooses each row's GPUs and batch size; the online
     scheduler then takes the models' profiles and measurements in reports.
+
+    A scheduler that chooses GPU ids itself (HiveD's cells) may define
+    ``placed_gpus(rows, cluster)``: one array of global GPU ids of ``cluster`` per row (None:
+    let the driver place); a driver with servers then runs each row on those GPUs, checked
+    but not placed again (:func:`~hetsched.rounds.placing.place_round`).
     """
 
     def initial_state(self, start_time: float = 0.0) -> Any:
@@ -359,6 +374,8 @@ def check_rows(rows: RoundRows, view: RoundView, *, tol: float = 1e-9) -> None:
     bad = np.flatnonzero(rows.partner == rows.job)
     if bad.size:
         fail(int(bad[0]), "a pair needs two different jobs")
+    if (rows.group >= 0).any():
+        _check_groups(rows, fail, tol)
     cap = np.asarray(view.capacities, dtype=float)
     if not rows.is_pair.any() and (rows.share == 1.0).all() and (rows.n_rows < 2 or (rows.job[1:] > rows.job[:-1]).all()):
         # the common case (whole rows of distinct jobs in order): members active, capacity
@@ -386,3 +403,21 @@ def check_rows(rows: RoundRows, view: RoundView, *, tol: float = 1e-9) -> None:
         k = int(over[0])
         first = int(np.flatnonzero(rows.gpu_type == k)[0])
         fail(first, f"GPU type {view.gpu_types[k]!r} is over-used: {used[k]:.6g} GPUs for capacity {int(cap[k])}")
+
+
+def _check_groups(rows: RoundRows, fail: Any, tol: float) -> None:
+    """The rules of interleaving groups (see :func:`check_rows`)."""
+    g = np.flatnonzero(rows.group >= 0)
+    bad = g[rows.is_pair[g]]
+    if bad.size:
+        fail(int(bad[0]), "a row of an interleaving group cannot also be a space-sharing pair")
+    ids, first, inv = np.unique(rows.group[g], return_index=True, return_inverse=True)
+    lead = g[first][inv]
+    bad = g[(rows.gpu_type[g] != rows.gpu_type[lead]) | (rows.gpus[g] != rows.gpus[lead])]
+    if bad.size:
+        fail(int(bad[0]), f"rows of interleaving group {int(rows.group[bad[0]])} must share one GPU type and GPU count")
+    total = np.bincount(inv, weights=rows.share[g], minlength=ids.size)
+    over = np.flatnonzero(total > 1 + tol)
+    if over.size:
+        fail(int(g[first[over[0]]]), f"the shares of interleaving group {int(ids[over[0]])} sum to "
+                                     f"{total[over[0]]:.6g} > 1 (its members take turns on the same GPUs)")

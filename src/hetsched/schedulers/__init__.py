@@ -14,7 +14,10 @@ The same object also implements the round loop's interface
 
 from __future__ import annotations
 
+from .antman import AntMan, AntManState
 from .gittins import ServiceDistribution, gittins_index
+from .synergy import Synergy, SynergyState
+from .themis import Themis, ThemisState
 from .tiresias import ORDERS, SERVICES, Tiresias, TiresiasPlan, TiresiasState
 
 __all__ = [
@@ -24,5 +27,11 @@ __all__ = [
     "Tiresias",
     "TiresiasPlan",
     "TiresiasState",
+    "Themis",
+    "ThemisState",
+    "AntMan",
+    "AntManState",
+    "Synergy",
+    "SynergyState",
     "gittins_index",
 ]

@@ -20,9 +20,15 @@ from typing import Any
 
 from ..errors import UnknownPolicyError, ValidationError
 from ..formulations.base import list_policies, make_policy
+from ..hived import HiveD, QuotaScheduler, TenantPolicy
+from .antman import AntMan
+from .gandiva import GandivaIntrospective
+from .muri import Muri
 from .optimus import Optimus
 from .pollux import Pollux
 from .sia_adaptive import AdaptiveSia
+from .synergy import Synergy
+from .themis import Themis
 from .tiresias import Tiresias
 
 __all__ = ["ROUND_SCHEDULERS", "list_schedulers", "make_scheduler"]
@@ -33,6 +39,14 @@ ROUND_SCHEDULERS: dict[str, Callable[..., Any]] = {
     "pollux": Pollux,
     "sia_adaptive": AdaptiveSia,
     "optimus": Optimus,
+    "hived": HiveD,
+    "hived_quota": QuotaScheduler,
+    "hived_policy": TenantPolicy,
+    "muri": Muri,
+    "gandiva": GandivaIntrospective,
+    "synergy": Synergy,
+    "antman": AntMan,
+    "themis": Themis,
 }
 
 

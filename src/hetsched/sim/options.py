@@ -52,6 +52,12 @@ class SimOptions(RoundOptions):
         ``exp(report_noise * Z)``, Z standard normal (seeded by ``seed``).
     throughput_reference : ThroughputCatalogue or None
         With ``learn_throughputs``: profiled job types the estimator completes against.
+    network : NetworkAware or None
+        GPU interconnect graphs, uplinks and per-job communication
+        (:class:`hetsched.placement.NetworkAware`, ``docs/interconnect.md``): placement
+        chooses GPUs inside servers and keeps communication-heavy gangs whole, and each placed
+        job runs at the bandwidth its GPUs and links give it. Needs placement; not with
+        ``learn_throughputs`` (yet).
 
     ``opts.mechanism_options`` is the :class:`~hetsched.rounds.MechanismOptions` part (what
     a :class:`~hetsched.rounds.PolicyScheduler` or an online scheduler takes).
@@ -75,6 +81,7 @@ class SimOptions(RoundOptions):
     learn_throughputs: bool = False
     report_noise: float = 0.0
     throughput_reference: Any = None
+    network: Any = None
 
     @classmethod
     def preset(cls, name: str, **overrides: Any) -> SimOptions:
@@ -109,6 +116,15 @@ class SimOptions(RoundOptions):
         if self.learn_throughputs and self.mechanism != "rounds":
             raise ValidationError("`learn_throughputs=True` needs `mechanism='rounds'` (an online scheduler runs "
                                   "whole GPUs per round).")
+        if self.network is not None:
+            from ..placement.network_aware import NetworkAware
+
+            if not isinstance(self.network, NetworkAware):
+                raise ValidationError(f"`network` must be a hetsched.placement.NetworkAware or None; got "
+                                      f"{type(self.network).__name__}.")
+            if self.placement is False or self.mechanism != "rounds" or self.learn_throughputs:
+                raise ValidationError("`network` needs placement (`mechanism='rounds'`, `placement` not False) and "
+                                      "does not run with `learn_throughputs=True` yet.")
         if self.throughput_reference is not None:
             from ..inputs.throughputs import ThroughputCatalogue
 

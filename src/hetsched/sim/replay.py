@@ -81,6 +81,9 @@ def simulate_online(scheduler: SchedulerLike, workload: WorkloadLike, cluster: C
     """
     wall0 = time.perf_counter()
     opts = call_options("simulate_online", options, preset, kwargs)
+    if opts.network is not None:
+        raise ValidationError("`network` (the interconnect model) runs in hetsched.simulate only; the online "
+                              "scheduler does not apply it yet.")
     if opts.mechanism != "rounds":
         raise ValidationError("the online scheduler runs whole GPUs per round: `mechanism` must be 'rounds'.")
     check_nonneg(report_noise, "report_noise")

@@ -33,7 +33,9 @@ from typing import Any
 
 import numpy as np
 
+from ..errors import ValidationError
 from ..inputs.cluster import Cluster
+from ..placement.network_aware import BoundNetwork
 from ..rounds.ledger import Ledger
 from ..rounds.loop import (
     RoundWorkload,
@@ -42,7 +44,7 @@ from ..rounds.loop import (
     prepare,
     run_rounds,
 )
-from ..rounds.placing import RoundPlacer, true_rates
+from ..rounds.placing import RoundPlacer, place_round, true_rates
 from ..rounds.protocol import (
     RoundRows,
     RoundScheduler,
@@ -192,9 +194,25 @@ def simulate(scheduler: SchedulerLike, workload: WorkloadLike, cluster: Cluster,
         scheduler = make_scheduler(scheduler)
     sched, w = prepare(scheduler, workload, cluster, opts)
     ledger = Ledger(w.total, len(w.types), restart_seconds=w.restart_seconds, record_runs=opts.record_runs)
-    step = _PlanStep(sched, RoundPlacer(w.place_cluster, w.types) if w.use_place else None, w)
+    network = _network(opts, w)
+    step = _PlanStep(sched, RoundPlacer(w.place_cluster, w.types, network=network) if w.use_place else None, w)
     c, t_first = run_rounds(w, opts, ledger, step, wall0)
-    return assemble_result(w, ledger, c, t_first, wall0, step.timing)
+    res = assemble_result(w, ledger, c, t_first, wall0, step.timing)
+    res.extra["scheduler_state"] = step.state   # the round scheduler's last state (e.g. HiveD's fragmentation log)
+    metrics = getattr(scheduler, "result_metrics", None)
+    if callable(metrics):   # what the scheduler measures on a finished run (HiveD: tenants' anomaly, fragmentation)
+        res.extra.update(metrics(res, w.trace, cluster))
+    return res
+
+
+def _network(opts: SimOptions, w: RoundWorkload) -> BoundNetwork | None:
+    """``opts.network`` bound to the workload (None without one)."""
+    if opts.network is None:
+        return None
+    if not w.use_place:
+        raise ValidationError("`network` needs placement: give the cluster servers (Cluster.from_servers, or "
+                              "--gpus-per-server on the command line) or set placement=True.")
+    return opts.network.bind(w.place_cluster.topology, w.ids, w.s, w.T, w.U)
 
 
 class _PlanStep:
@@ -224,10 +242,14 @@ class _PlanStep:
         spread = moved = np.zeros(rows.n_rows, bool)
         place_s = 0.0
         if self.placer is not None and rows.n_rows:
-            pl = self.placer.place(rows)
+            pl = place_round(self.placer, self.sched, rows)
             place_s = pl.seconds
             self.timing["placement_s"] += place_s
             rows, spread, moved = rows.take(pl.placed), pl.spread[pl.placed], pl.migrated[pl.placed]
+            if pl.rate_factor is not None:   # bandwidth of the GPUs and links placement gave (network model)
+                f = pl.rate_factor[pl.placed]
+                rows = rows.take(np.arange(rows.n_rows), rate=rows.rate * f, spread_rate=rows.spread_rate * f,
+                                 partner_rate=rows.partner_rate * f, partner_spread_rate=rows.partner_spread_rate * f)
         if self.w.adaptive is not None and rows.n_rows:
             rows = true_rates(self.w.adaptive, rows, spread, moved, ledger, t, float(self.w.config["round_seconds"]))
         return rows, spread, moved, place_s
