@@ -17,12 +17,22 @@ Two tables, each against a reference measured in the same run:
    (:class:`hetsched.hived.QuotaScheduler`) on the same trace, with the sharing anomaly of
    each. Target: HiveD on 2,000 jobs and 512 GPUs in < 60 s.
 
+3. **Guarantees with throughput awareness** (``--guarantees``, issue 26 item 3): the trace of
+   docs/hived.md §7 (``--guarantee-jobs`` jobs of Gavel's multi-GPU mix, 5 jobs/h, 3 x 16 GPUs
+   of V100, P100 and K80, three tenants each owning two server cells of two types), seeds 0-2:
+   average JCT of ``hived_policy`` (max-min fairness inside each tenant's quota) with and
+   without the idle pool against unconstrained max-min fairness, and, without the pool (every
+   row is then a tenant's own), the largest share of a tenant's quota of a type that its jobs
+   held in any round (must be <= 1). Written to
+   ``benchmarks/results/hived_guarantees.csv``.
+
 Wall and CPU (``time.process_time``) seconds. The machine these numbers come from may be
 shared: say how loaded it was beside them.
 
 Usage::
 
     python benchmarks/hived.py [--quick] [--out benchmarks/results/hived.csv]
+    python benchmarks/hived.py --guarantees [--guarantee-jobs 120]
 """
 
 from __future__ import annotations
@@ -113,6 +123,59 @@ def _timed(fn):
     return out, time.perf_counter() - w, time.process_time() - c
 
 
+GUARANTEE_TENANTS = {"tenants": [{"name": "e0", "cells": {"v100": {"server": 1}, "k80": {"server": 1}}},
+                                 {"name": "e1", "cells": {"p100": {"server": 1}, "k80": {"server": 1}}},
+                                 {"name": "e2", "cells": {"v100": {"server": 1}, "p100": {"server": 1}}}]}
+
+
+def run_guarantees(jobs: int, out: Path) -> None:
+    """Table 3 of the module docstring."""
+    from hetsched.hived import TenantPolicy
+
+    cl = hs.Cluster({"v100": 16, "p100": 16, "k80": 16})
+    rows = []
+    for seed in (0, 1, 2):
+        w = hs.generate_workload(jobs, rate_per_hour=5.0, seed=seed, n_entities=3)
+        got = {}
+        for name, sched in (("max_min_fairness", "max_min_fairness"),
+                            ("hived_policy+pool", TenantPolicy(tenants=GUARANTEE_TENANTS)),
+                            ("hived_policy", TenantPolicy(tenants=GUARANTEE_TENANTS, share_idle=False))):
+            r, wall, cpu = _timed(lambda s=sched: hs.simulate(s, w, cl, options=hs.SimOptions(record_runs=True)))
+            got[name] = r
+            held = _quota_use(r, sched, cl, w) if name == "hived_policy" else float("nan")
+            rows.append({"seed": seed, "scheduler": name, "avg_jct_h": r.summary["avg_jct_hours"],
+                         "ratio_to_unconstrained": r.summary["avg_jct_hours"] / got["max_min_fairness"].summary[
+                             "avg_jct_hours"], "n_completed": r.summary["n_completed"], "max_quota_share": held,
+                         "wall_s": wall, "cpu_s": cpu})
+            print(", ".join(f"{k}={v:.3f}" if isinstance(v, float) else f"{k}={v}" for k, v in rows[-1].items()),
+                  flush=True)
+    import csv
+
+    with out.open("w", newline="") as f:
+        wr = csv.DictWriter(f, fieldnames=list(rows[0]))
+        wr.writeheader()
+        wr.writerows(rows)
+    print(f"wrote {out}")
+
+
+def _quota_use(res, sched, cl, w) -> float:
+    """Largest share of a tenant's quota of one type that its jobs held in a round (no idle pool)."""
+    setup = sched.setup(cl)
+    runs = res.runs
+    ents = np.asarray(w.jobs.entities, dtype=object)
+    tenant = np.array([setup.tenants.index(str(e)) for e in ents.tolist()])
+    types = list(res.gpu_types)
+    cols = [setup.forest.topology.type_index(t) for t in types]
+    worst = 0.0
+    for (rnd, k), g in runs.groupby(["round", "gpu_type"]):
+        by_tenant = np.bincount(tenant[g["job"].to_numpy()], weights=g["gpus"].to_numpy(), minlength=len(setup.tenants))
+        quota = setup.quota[:, cols[int(k)]]
+        with np.errstate(divide="ignore", invalid="ignore"):
+            share = np.where(quota > 0, by_tenant / quota, np.where(by_tenant > 0, np.inf, 0.0))
+        worst = max(worst, float(share.max()))
+    return worst
+
+
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--quick", action="store_true", help="small sizes (a smoke run)")
@@ -121,7 +184,12 @@ def main(argv=None):
     ap.add_argument("--jobs", type=int, default=2000)
     ap.add_argument("--sim-gpus", type=int, default=512)
     ap.add_argument("--out", default=str(Path(__file__).resolve().parent / "results" / "hived.csv"))
+    ap.add_argument("--guarantees", action="store_true", help="run table 3 only (hived_policy against max-min)")
+    ap.add_argument("--guarantee-jobs", type=int, default=120)
     args = ap.parse_args(argv)
+    if args.guarantees:
+        run_guarantees(args.guarantee_jobs, Path(args.out).with_name("hived_guarantees.csv"))
+        return
     if args.quick:
         args.gpus, args.requests, args.jobs, args.sim_gpus = 1024, 1000, 100, 64
     rows = []
