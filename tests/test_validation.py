@@ -411,3 +411,20 @@ def test_apply_schema_errors_modes() -> None:
 def test_field_refuses_unknown_kind() -> None:
     with pytest.raises(ValueError, match="kind must be one of"):
         Field("x", "date")
+
+
+def test_read_json_file_names_the_file_and_the_fault(tmp_path):
+    """The one reader of JSON configuration files (topology, tenants, interconnect)."""
+    from hetsched.validation import read_json_file
+
+    good = tmp_path / "t.json"
+    good.write_text('{"a": [1, 2]}')
+    assert read_json_file(good, "`topology` file") == {"a": [1, 2]}
+    with pytest.raises(hs.ValidationError, match=r"`tenants` file '.*missing.json' does not exist\."):
+        read_json_file(tmp_path / "missing.json", "`tenants` file")
+    bad = tmp_path / "bad.json"
+    bad.write_text('{"a": \n ]')
+    with pytest.raises(hs.ValidationError, match=r"interconnect file '.*bad.json' is not valid JSON: .* at line 2\."):
+        read_json_file(bad, "interconnect file")
+    with pytest.raises(hs.ValidationError, match=r"cannot be read: Is a directory"):
+        read_json_file(tmp_path, "`topology` file")

@@ -46,6 +46,7 @@ hetsched.errors.ValidationError: `round_seconds` must be a positive finite numbe
 
 from __future__ import annotations
 
+import json
 import math
 import os
 from collections.abc import Callable, Iterable, Mapping, Sequence
@@ -240,6 +241,27 @@ def check_nonempty_str(value: Any, name: str, *, allow_none: bool = False) -> st
     if not isinstance(value, str) or not value:
         raise fail(name, "a non-empty string" + (" or None" if allow_none else ""), value)
     return value
+
+
+def read_json_file(path: str | os.PathLike, what: str) -> Any:
+    """The JSON value in the file ``path``; ``what`` names the file in errors (e.g.
+    ``"`topology` file"``).
+
+    Raises
+    ------
+    ValidationError
+        The file does not exist, cannot be read, or is not valid JSON (the message names the
+        file and, for bad JSON, the line).
+    """
+    p = Path(path)
+    try:
+        return json.loads(p.read_text())
+    except FileNotFoundError:
+        raise ValidationError(f"{what} {str(p)!r} does not exist.") from None
+    except OSError as exc:
+        raise ValidationError(f"{what} {str(p)!r} cannot be read: {exc.strerror or exc}.") from None
+    except json.JSONDecodeError as exc:
+        raise ValidationError(f"{what} {str(p)!r} is not valid JSON: {exc.msg} at line {exc.lineno}.") from None
 
 
 def check_instance(value: Any, name: str, types: type | tuple[type, ...], rule: str, *,

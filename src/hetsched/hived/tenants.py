@@ -31,7 +31,6 @@ owner claims them (§4).
 
 from __future__ import annotations
 
-import json
 import logging
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -47,6 +46,7 @@ from ..validation import (
     check_mapping,
     check_nonempty_str,
     fail,
+    read_json_file,
 )
 from .cells import BuddyAllocator, CellForest
 
@@ -216,11 +216,5 @@ class Tenants:
 
 def read_tenants(path: Any) -> Tenants:
     """Read tenants from a JSON file (format in the module docstring)."""
-    p = Path(path)
-    try:
-        spec = json.loads(p.read_text())
-    except OSError as exc:
-        raise ValidationError(f"`tenants` file {str(p)!r} cannot be read: {exc.strerror or exc}.") from None
-    except json.JSONDecodeError as exc:
-        raise ValidationError(f"`tenants` file {str(p)!r} is not valid JSON: {exc.msg} at line {exc.lineno}.") from None
-    return Tenants.from_dict(spec, argument=f"tenants file {p.name}")
+    spec = read_json_file(path, "`tenants` file")
+    return Tenants.from_dict(spec, argument=f"tenants file {Path(path).name}")

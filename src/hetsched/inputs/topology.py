@@ -99,6 +99,7 @@ from ..validation import (
     check_type_map,
     fail,
     is_whole,
+    read_json_file,
 )
 
 __all__ = ["DEFAULT_LEVELS", "Level", "Server", "Topology", "read_topology"]
@@ -661,17 +662,10 @@ class Topology:
 
 def read_topology(path: Any) -> Topology:
     """Read a topology from a JSON file (format: "Topology files" in the module docstring)."""
-    import json
     from pathlib import Path
 
-    p = Path(path)
-    try:
-        spec = json.loads(p.read_text())
-    except OSError as exc:
-        raise ValidationError(f"`topology` file {str(p)!r} cannot be read: {exc.strerror or exc}.") from None
-    except json.JSONDecodeError as exc:
-        raise ValidationError(f"`topology` file {str(p)!r} is not valid JSON: {exc.msg} at line {exc.lineno}.") from None
-    return Topology.from_dict(spec, argument=f"topology file {p.name}")
+    spec = read_json_file(path, "`topology` file")
+    return Topology.from_dict(spec, argument=f"topology file {Path(path).name}")
 
 
 def _first_seen(keys: np.ndarray) -> np.ndarray:

@@ -51,7 +51,6 @@ search enumerates ``2^n`` free sets).
 from __future__ import annotations
 
 import itertools
-import json
 import logging
 import math
 from collections.abc import Mapping
@@ -69,6 +68,7 @@ from ..validation import (
     check_nonempty_str,
     check_positive,
     fail,
+    read_json_file,
 )
 
 __all__ = [
@@ -476,14 +476,7 @@ class Interconnect:
 
 def load_interconnect(path: str | Path) -> Interconnect:
     """Read an interconnect JSON file (:meth:`Interconnect.from_dict`)."""
-    p = Path(path)
-    try:
-        data = json.loads(p.read_text())
-    except FileNotFoundError:
-        raise ValidationError(f"interconnect file {str(p)!r} does not exist.") from None
-    except json.JSONDecodeError as exc:
-        raise ValidationError(f"interconnect file {str(p)!r} is not valid JSON: {exc}.") from None
-    return Interconnect.from_dict(data)
+    return Interconnect.from_dict(read_json_file(path, "interconnect file"))
 
 
 @dataclass(frozen=True, eq=False)
