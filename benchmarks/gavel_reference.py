@@ -154,14 +154,17 @@ def _clipped(x: cp.Variable, shape) -> np.ndarray:
     return np.clip(x.value, 0.0, 1.0)
 
 
+def _mmf_coefficients(T, s, C, w=None) -> np.ndarray:
+    """``coef[j,k] = T[j,k] s_j / (w_j p_j)``: job j's normalized share per unit of time on k."""
+    w = np.ones(T.shape[0]) if w is None else w
+    return T * (s / (w * proportional_throughput(T, C)))[:, None]
+
+
 def max_min_fairness(T, s, C, w=None, **_) -> RefResult:
     """maximize min_j sum_k coef[j,k] x[j,k], coef = T * s / (w * p)."""
     t0 = time.perf_counter()
-    n, m = T.shape
-    w = np.ones(n) if w is None else w
-    p = proportional_throughput(T, C)
-    coef = T * (s / (w * p))[:, None]
-    x = cp.Variable((n, m))
+    coef = _mmf_coefficients(T, s, C, w)
+    x = cp.Variable(T.shape)
     objective = cp.Maximize(cp.min(cp.sum(cp.multiply(coef, x), axis=1)))
     problem = cp.Problem(objective, _base_constraints(x, s, C, T))
     status, solver = _solve(problem)
@@ -181,9 +184,7 @@ def max_min_fairness_per_job(T, s, C, w=None, **_) -> RefResult:
     """
     t0 = time.perf_counter()
     n, m = T.shape
-    w = np.ones(n) if w is None else w
-    p = proportional_throughput(T, C)
-    coef = T * (s / (w * p))[:, None]
+    coef = _mmf_coefficients(T, s, C, w)
     x = cp.Variable((n, m))
     terms = [cp.sum(cp.multiply(coef[i], x[i])) for i in range(n)]
     objective = cp.Maximize(cp.minimum(*terms) if n > 1 else terms[0])

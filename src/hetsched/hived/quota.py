@@ -36,7 +36,6 @@ from .common import (
     ActiveJobs,
     HiveDState,
     fragmentation,
-    payload_gpus,
 )
 from .scheduler import HiveD, Setup, check_tenants_arg, check_view, record_placed
 
@@ -86,10 +85,7 @@ class QuotaScheduler:
         on ``cluster``'s servers runs the rows there instead of placing them again (see
         :func:`hetsched.rounds.placing.place_round`); None when ``cluster``'s servers are not
         the ones the cells were built on (the driver then places the rows itself)."""
-        setup = self._hived._cache.value  # type: ignore[attr-defined]
-        if setup is None or setup.forest.topology != cluster.topology:
-            return None
-        return payload_gpus(rows)
+        return self._hived.placed_gpus(rows, cluster)  # type: ignore[attr-defined]   # the same cells
 
     def result_metrics(self, result: Any, workload: Any, cluster: Cluster) -> dict[str, Any]:
         """Tenant metrics of a simulation of this scheduler (:func:`hetsched.hived.metrics.

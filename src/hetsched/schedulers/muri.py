@@ -71,6 +71,7 @@ import numpy as np
 
 from ..errors import ValidationError
 from ..inputs.jobs import usable_mask
+from ..mechanism.history import rows_of
 from ..validation import check_choice, check_int, check_real
 from .interleaving import (
     R,
@@ -113,10 +114,10 @@ class MuriState:
 
     def attained_of(self, jobs: np.ndarray) -> np.ndarray:
         """Attained GPU-seconds of ``jobs`` (0 for jobs never run)."""
-        if not self.job_ids.size:
-            return np.zeros(jobs.shape[0])
-        pos = np.minimum(np.searchsorted(self.job_ids, jobs), self.job_ids.size - 1)
-        return np.where(self.job_ids[pos] == jobs, self.attained[pos], 0.0)
+        rows = rows_of(self.job_ids, jobs)
+        out = np.zeros(jobs.shape[0])
+        out[rows >= 0] = self.attained[rows[rows >= 0]]
+        return out
 
 
 @dataclass(frozen=True, eq=False)

@@ -75,10 +75,7 @@ def lease(*, job_id: str | int | None = None, spool: str | os.PathLike | None = 
     spool : path, optional
         Default :func:`spool_dir`.
     """
-    try:
-        text = (spool_dir(spool) / f"{_job(job_id)}.lease").read_text().split()
-    except OSError:
-        return None
+    text = _lease_fields(job_id, spool)
     return (text[0], int(text[1])) if len(text) >= 2 else None
 
 
@@ -94,11 +91,16 @@ def lease_batch(*, job_id: str | int | None = None, spool: str | os.PathLike | N
     spool : path, optional
         Default :func:`spool_dir`.
     """
-    try:
-        text = (spool_dir(spool) / f"{_job(job_id)}.lease").read_text().split()
-    except OSError:
-        return None
+    text = _lease_fields(job_id, spool)
     return (int(text[2]), int(text[3]), int(text[4])) if len(text) >= 5 else None
+
+
+def _lease_fields(job_id: str | int | None, spool: str | os.PathLike | None) -> list[str]:
+    """The words of the job's lease file (none before the driver wrote one)."""
+    try:
+        return (spool_dir(spool) / f"{_job(job_id)}.lease").read_text().split()
+    except OSError:
+        return []
 
 
 def report(steps: float, *, job_id: str | int | None = None, spool: str | os.PathLike | None = None,
@@ -164,12 +166,11 @@ def main(argv: list[str] | None = None) -> int:
     args = sys.argv[1:] if argv is None else argv
     try:
         if args == ["--lease"]:
-            got = lease()
-            if got is None:
+            text = _lease_fields(None, None)    # the lease as written: type, GPUs[, batch fields]
+            if len(text) < 2:
                 print("no lease", file=sys.stderr)
                 return 1
-            batch = lease_batch()
-            print(f"{got[0]} {got[1]}" + ("" if batch is None else f" {batch[0]} {batch[1]} {batch[2]}"))
+            print(" ".join(text[:5] if len(text) >= 5 else text[:2]))
             return 0
         if len(args) not in (1, 2):
             print("usage: python -m hetsched.slurm STEPS [MEASURED_JSON] | --lease", file=sys.stderr)
