@@ -96,6 +96,8 @@ import scipy.sparse as sp
 
 from ..errors import SolverError, ValidationError
 from ..validation import check_matrix
+from .nsw_newton import certify_support
+from .nsw_removals import solve_removals
 
 __all__ = ["AuctionResult", "ValuationTables", "partial_allocation", "valuation_tables"]
 
@@ -269,11 +271,18 @@ class AuctionResult:
         "failed": anything else; then ``fractions`` of the affected bidders are NaN).
     message : str
     solves : int
-        Conic programs solved (1 + one per bidder class).
+        Conic programs solved: the whole program (unless the offer is abundant), plus each
+        payment program the Newton path did not certify.
     classes : int
         Distinct bidder classes.
     solve_s : float
         Wall seconds of the whole auction.
+    certified : int
+        Programs (the whole one and payment ones) whose optimum the Newton path of
+        :mod:`.nsw_newton` / :mod:`.nsw_removals` certified by a duality gap (linear values
+        only; the whole program is also counted in ``solves``, which gave its start).
+    max_gap : float
+        Largest duality gap (log units) among the certified programs (0 if none).
     """
 
     allocation: np.ndarray
@@ -287,6 +296,8 @@ class AuctionResult:
     solves: int
     classes: int
     solve_s: float
+    certified: int = 0
+    max_gap: float = 0.0
 
     @property
     def success(self) -> bool:
@@ -310,7 +321,7 @@ def _solve_classes(tab: ValuationTables, mult: np.ndarray, cap: np.ndarray, offe
     n, m, p = tab.slopes.shape
     nx = n * m
     # linear valuations (one piece through 0, no domain): u_i = sum_k v_ik x_ik directly
-    linear = p == 1 and not tab.intercepts.any() and not np.isfinite(tab.domain).any()
+    linear = _is_linear(tab)
     # variables: x (n*m), [w (n*m), u (n),] t (n)
     ix = np.arange(nx)
     iw = nx + ix
@@ -397,13 +408,18 @@ def _solve_classes(tab: ValuationTables, mult: np.ndarray, cap: np.ndarray, offe
     return x, status
 
 
+def _is_linear(tab: ValuationTables) -> bool:
+    """Whether every table is one line through 0 with no domain (linear values)."""
+    return tab.slopes.shape[2] == 1 and not tab.intercepts.any() and not np.isfinite(tab.domain).any()
+
+
 def _abundant(tab: ValuationTables, mult: np.ndarray, cap: np.ndarray, offered: np.ndarray) -> np.ndarray | None:
     """With linear values and finite demands, the bundle "whole demand on a best type" for
     everyone when the offer covers it (each bidder then reaches its largest possible value,
     so that allocation is the NSW optimum with or without any bidder, and every c is 1);
     else None."""
-    n, m, p = tab.slopes.shape
-    if p != 1 or tab.intercepts.any() or np.isfinite(tab.domain).any() or not np.isfinite(cap).all():
+    n, m, _ = tab.slopes.shape
+    if not _is_linear(tab) or not np.isfinite(cap).all():
         return None
     best = np.argmax(tab.slopes[:, :, 0], axis=1)
     load = np.bincount(best, weights=mult * cap, minlength=m)
@@ -490,6 +506,8 @@ def partial_allocation(values: Any = None, offered: Any = None, *, tables: Valua
         else:
             x_c, st = _solve_classes(ct, mult, cd, C)
             solves = 1
+    certified = 0
+    max_gap = 0.0
     if inside.size and st != "abundant":
         if st != "optimal":
             status, message = st, f"NSW program: {st}"
@@ -497,17 +515,35 @@ def partial_allocation(values: Any = None, offered: Any = None, *, tables: Valua
             frac[inside] = np.nan
             x_all[inside] = np.nan
         else:
+            base = None
+            if _is_linear(ct):
+                V = ct.slopes[:, :, 0]
+                base = certify_support(V, mult.astype(float), cd, C, x_c)
+            if base is not None:      # certified by its dual bound: exact, whatever the conic status
+                x_c, certified, max_gap = base.x, 1, max(0.0, base.gap)
+                if st != "optimal":
+                    status, message = "optimal", ""
             u = ct.value(x_c)
             log_u = np.log(u)
             nsw = float((mult * log_u).sum())
             log_nsw = nsw + float(np.log(scale).sum())
             frac_c = np.empty(n_cls)
+            fast: list[Any] = [None] * n_cls
+            if base is not None:
+                fast = solve_removals(V, mult.astype(float), cd, C, base, np.arange(n_cls))
             for c in range(n_cls):
                 m2 = mult.copy()
                 m2[c] -= 1
                 keep = np.flatnonzero(m2 > 0)
                 if keep.size == 0:      # alone: nobody else to compare with
                     frac_c[c] = 1.0
+                    continue
+                other = nsw - log_u[c]
+                r = fast[c]
+                if r is not None:
+                    certified += 1
+                    max_gap = max(max_gap, r.gap)
+                    frac_c[c] = math.exp(other - r.objective)
                     continue
                 sub = ValuationTables(ct.slopes[keep], ct.intercepts[keep], ct.domain[keep],
                                       tuple(ct.names[j] for j in keep))
@@ -521,7 +557,6 @@ def partial_allocation(values: Any = None, offered: Any = None, *, tables: Valua
                     continue
                 if st_r != "optimal" and status == "optimal":
                     status, message = st_r, f"payment of {ct.names[c]}'s class: {st_r}"
-                other = nsw - log_u[c]
                 without = float((m2[keep] * np.log(sub.value(x_r))).sum())
                 frac_c[c] = math.exp(other - without)
             over = np.flatnonzero(frac_c > 1.0 + FRACTION_TOL)
@@ -535,7 +570,9 @@ def partial_allocation(values: Any = None, offered: Any = None, *, tables: Valua
     vals = tab.value(np.nan_to_num(x_all))
     res = AuctionResult(allocation=x_all, fractions=frac, kept=kept, leftover=C - np.nansum(kept, axis=0),
                         values=vals, log_nsw=log_nsw, status=status,
-                        message=message or f"{inside.size} bidder(s) in {n_cls} class(es); {solves} solve(s)",
-                        solves=solves, classes=n_cls, solve_s=time.perf_counter() - t0)
+                        message=message or (f"{inside.size} bidder(s) in {n_cls} class(es); {solves} conic solve(s), "
+                                            f"{certified} certified by Newton"),
+                        solves=solves, classes=n_cls, solve_s=time.perf_counter() - t0, certified=certified,
+                        max_gap=max_gap)
     log.debug("themis auction: %s", res.message)
     return res
