@@ -11,7 +11,7 @@ import math
 
 import numpy as np
 import pytest
-from hypothesis import given, settings
+from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
 from hetsched.schedulers.nsw_newton import GAP_TOL, certify_support, nsw_bounds
@@ -20,11 +20,31 @@ from hetsched.schedulers.themis_auction import _linear, _solve_classes
 
 
 def _conic(v, w, d, C):
-    """The optimum of the same program by the conic solve (classes with w = 0 left out)."""
+    """The optimum of the same program by the conic solve (classes with w = 0 left out), and
+    whether Clarabel called it optimal (not merely "inaccurate")."""
     keep = np.flatnonzero(w > 0)
     x, status = _solve_classes(_linear(v[keep], None), w[keep], d[keep], C)
-    assert status in ("optimal", "inaccurate")
-    return float((w[keep] * np.log((v[keep] * x).sum(axis=1))).sum())
+    if status not in ("optimal", "inaccurate"):       # the reference failed: nothing to compare
+        return None, False
+    return float((w[keep] * np.log((v[keep] * x).sum(axis=1))).sum()), status == "optimal"
+
+
+def _check_certificate(v, w, d, C, r):
+    """Weak duality, recomputed here from scratch: r.x is feasible, r.prices and r.caps are
+    >= 0, and the Lagrange dual bound they give is within 1e-8 of r.x's objective, so r.x is
+    optimal to 1e-8 whatever solver produced it."""
+    live = w > 0
+    x, p, lam = r.x, r.prices, r.caps
+    assert (x >= 0).all() and (p >= 0).all() and (lam >= 0).all()
+    assert ((w[:, None] * x).sum(axis=0) <= C * (1 + 1e-12) + 1e-12).all()
+    assert (x.sum(axis=1) <= d * (1 + 1e-12) + 1e-12).all()
+    primal = sum(w[c] * math.log(float(v[c] @ x[c])) for c in np.flatnonzero(live))
+    dual = float(p @ C)
+    for c in np.flatnonzero(live):
+        best = max(v[c, k] / (p[k] + lam[c]) for k in range(len(C)) if v[c, k] > 0 and C[k] > 0)
+        dual += w[c] * ((lam[c] * d[c] if lam[c] > 0 else 0.0) - 1.0 + math.log(best))
+    assert dual - primal <= 1e-8 * max(1.0, abs(primal))
+    assert primal == pytest.approx(r.objective, abs=1e-9 * max(1.0, abs(primal)))
 
 
 def test_two_bidders_by_hand():
@@ -95,33 +115,40 @@ _programs = st.integers(2, 7).flatmap(lambda n: st.integers(1, 4).flatmap(lambda
 @settings(max_examples=60, deadline=None)
 @given(_programs)
 def test_matches_the_conic_solve_on_random_programs(inst):
-    """Every program the Newton path certifies has the conic optimum (to 1e-7); its gap is
-    at most GAP_TOL; its allocation is feasible. Instances: weights, capped and uncapped
+    """Every program the Newton path certifies passes a weak-duality check written here from
+    scratch (feasible x, prices >= 0, dual bound within 1e-8), is never below the conic
+    solve's value and equals it to 1e-6 where Clarabel reports optimal. Instances: weights, capped and uncapped
     classes, types with 0 or 1 GPU, values over five orders of magnitude, twin classes."""
     v, w, d, C = _instance(*inst)
     if C.sum() == 0:
         C[0] = 1.0
     v = np.where(C[None, :] > 0, v, 0.0)
+    assume((v > 0).any(axis=1).all())                # every class values something offered
     x, status = _solve_classes(_linear(v, None), w.astype(int), d, C)
-    assert status in ("optimal", "inaccurate")
+    assume(status in ("optimal", "inaccurate"))
     base = certify_support(v, w, d, C, x)
     if base is None:           # allowed (the caller then keeps the conic result) ...
         return
-    assert 0 <= base.gap <= GAP_TOL or abs(base.gap) <= 1e-12
-    assert base.objective == pytest.approx(_conic(v, w, d, C), abs=1e-7)
-    assert ((base.x * w[:, None]).sum(axis=0) <= C * (1 + 1e-12) + 1e-12).all()
-    assert (base.x.sum(axis=1) <= d * (1 + 1e-12) + 1e-12).all() and (base.x >= 0).all()
+    _check_certificate(v, w, d, C, base)
+    ref, exact = _conic(v, w, d, C)
+    assume(ref is not None)
+    # ours is certified; the conic value may be a little off where Clarabel stopped short
+    assert base.objective >= ref - 1e-7 * max(1.0, abs(ref))
+    if exact:
+        assert base.objective == pytest.approx(ref, abs=1e-6 * max(1.0, abs(ref)))
     rem = solve_removals(v, w, d, C, base, np.arange(len(w)))
     for c, r in enumerate(rem):
-        if r is None:
-            continue
         w2 = w.copy()
         w2[c] -= 1
-        if not (w2 > 0).any():
+        if r is None or not (w2 > 0).any():
             continue
-        assert r.gap <= GAP_TOL
-        assert r.objective == pytest.approx(_conic(v, w2, d, C), abs=1e-7)
-        assert ((r.x * w2[:, None]).sum(axis=0) <= C * (1 + 1e-12) + 1e-12).all()
+        _check_certificate(v, w2, d, C, r)
+        ref, exact = _conic(v, w2, d, C)
+        if ref is None:
+            continue
+        assert r.objective >= ref - 1e-7 * max(1.0, abs(ref))
+        if exact:
+            assert r.objective == pytest.approx(ref, abs=1e-6 * max(1.0, abs(ref)))
 
 
 def test_most_programs_are_certified_on_a_contended_round():
@@ -141,7 +168,11 @@ def test_most_programs_are_certified_on_a_contended_round():
     assert base is not None
     rem = solve_removals(v, w, d, C, base, np.arange(60))
     assert all(r is not None for r in rem)
+    for c in range(60):
+        w2 = w.copy()
+        w2[c] -= 1
+        _check_certificate(v, w2, d, C, rem[c])
     for c in rng.choice(60, 6, replace=False):
         w2 = w.copy()
         w2[c] -= 1
-        assert rem[c].objective == pytest.approx(_conic(v, w2, d, C), abs=1e-7)
+        assert rem[c].objective >= _conic(v, w2, d, C)[0] - 1e-7

@@ -24,19 +24,14 @@ KKT conditions, with :math:`\beta_c = 1/u_c` (each bidder's marginal utility of 
     \beta_c u_c = 1,\quad p, \lambda \ge 0 \text{ complementary to their rows}.
 
 Given the *support* — the edges :math:`E = \{(c, k): x_{ck} > 0\}`, the full types
-:math:`P` (:math:`p_k > 0`) and the capped classes :math:`L` (:math:`\lambda_c > 0`) — these
-are a square system in :math:`(x_E, p_P, \lambda_L, \beta)`:
-
-.. math::
-
-    v_e \beta_c - p_k - \lambda_c = 0\ (e = (c, k) \in E),\quad
-    \beta_c \textstyle\sum_{e \in E_c} v_e x_e - 1 = 0,\quad
-    \sum_{e \ni k} w_c x_e = C_k\ (k \in P),\quad \sum_{e \in E_c} x_e = d_c\ (c \in L),
-
-solved by Newton's method (sparse LU). The result is checked against the inequalities; a
-violated one changes the support (an edge with :math:`x_e < 0` leaves :math:`E`, an edge whose
-bang per buck :math:`v_{ck}\beta_c` exceeds :math:`p_k + \lambda_c` joins it, likewise for
-:math:`P` and :math:`L`) and Newton runs again, a few times at most.
+:math:`P` (:math:`p_k > 0`) and the capped classes :math:`L` (:math:`\lambda_c > 0`) — the
+conditions that hold with equality are a square system (:mod:`.nsw_kkt`), solved by
+Newton's method (sparse LU). The result is checked against the inequalities; the broken
+ones switch (an edge with :math:`x_e < 0` leaves :math:`E`, an edge whose bang per buck
+:math:`v_{ck}\beta_c` exceeds :math:`p_k + \lambda_c` joins it, likewise for :math:`P` and
+:math:`L`) and Newton runs again, a few times at most. A degenerate support (two uncapped
+classes with proportional values sharing two types: the flow around the cycle is free and
+one of its price equations repeats the others) is made regular by :func:`degenerate`.
 
 Certificate
 -----------
@@ -62,14 +57,14 @@ infinite): ``(p * C).sum() + (w * (np.where(lam > 0, lam * d, 0) - 1 + np.log((v
 from __future__ import annotations
 
 import logging
-import warnings
 from dataclasses import dataclass
 
 import numpy as np
-import scipy.sparse as sp
 import scipy.sparse.linalg as spla
 
-__all__ = ["GAP_TOL", "LinearNSW", "certify_support", "nsw_bounds"]
+from .nsw_kkt import KKTLayout, slacks, switch
+
+__all__ = ["GAP_TOL", "LinearNSW", "certify_support", "degenerate", "nsw_bounds"]
 
 log = logging.getLogger(__name__)
 
@@ -102,7 +97,7 @@ class LinearNSW:
         :math:`D(p, \\lambda)` (an upper bound of the optimum).
     support : tuple of ndarray
         ``(edges (n, m), full types (m,), capped classes (n,), frozen edges (n, m), dropped
-        edges (n, m))``, boolean masks (see :class:`_System`).
+        edges (n, m))``, boolean masks (see :mod:`.nsw_kkt`).
     newton : int
         Newton iterations spent.
     """
@@ -129,156 +124,38 @@ def nsw_bounds(v: np.ndarray, w: np.ndarray, d: np.ndarray, C: np.ndarray, x: np
     returned. ``p`` and ``lam`` are clipped at 0 (``lam`` is 0 where ``d`` is infinite).
     Classes with ``w = 0`` count in neither bound. A bound that does not exist (a bidder
     with zero utility; a valued type priced at 0 for an uncapped class) is ``-inf`` /
-    ``inf``.
+    ``inf``. ``w``, ``x``, ``p`` and ``lam`` may carry a leading batch axis (stacked
+    programs); the bounds are then arrays.
     """
-    x = np.maximum(x, 0.0)
+    w, x, p, lam = (np.asarray(a, dtype=float) for a in (w, x, p, lam))
+    one = x.ndim == 2
+    if one:
+        w, x, p, lam = w[None], x[None], p[None], lam[None]
     live = w > 0
-    x = np.where(live[:, None], x, 0.0)
-    load = (w[:, None] * x).sum(axis=0)
-    held = x.sum(axis=1)
-    with np.errstate(divide="ignore", invalid="ignore"):
-        s = min(1.0, float(np.min(np.where(load > 0, C / load, np.inf), initial=np.inf)),
-                float(np.min(np.where(held > 0, d / held, np.inf), initial=np.inf)))
-        x = x * s
-        u = (v * x).sum(axis=1)
-        lower = float((w[live] * np.log(u[live])).sum()) if (u[live] > 0).all() else -np.inf
+    x = np.where(live[:, :, None], np.maximum(x, 0.0), 0.0)
+    load = np.einsum("bn,bnm->bm", w, x)
+    held = x.sum(axis=2)
+    with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
+        s = np.minimum(np.minimum(1.0, np.where(load > 0, C / load, np.inf).min(axis=1, initial=np.inf)),
+                       np.where(held > 0, d / held, np.inf).min(axis=1, initial=np.inf))
+        x = x * s[:, None, None]
+        u = (v[None] * x).sum(axis=2)
+        lower = np.where((u > 0) | ~live, w * np.log(np.where(live, u, 1.0)), -np.inf).sum(axis=1)
         p = np.maximum(p, 0.0)
         lam = np.where(np.isfinite(d), np.maximum(lam, 0.0), 0.0)
-        price = p[None, :] + lam[:, None]
-        bang = np.where(v > 0, v / price, 0.0).max(axis=1)
+        price = p[:, None, :] + lam[:, :, None]
+        bang = np.where(v[None] > 0, v[None] / price, 0.0).max(axis=2)
         capterm = np.where(lam > 0, lam * d, 0.0)
-        upper = float((p * C).sum() + (w[live] * (capterm[live] - 1.0 + np.log(bang[live]))).sum())
-    if not np.isfinite(upper):
-        upper = np.inf
+        upper = (p * C).sum(axis=1) + np.where(live, w * (capterm - 1.0 + np.log(np.where(live, bang, 1.0))),
+                                               0.0).sum(axis=1)
+    upper = np.where(np.isfinite(upper), upper, np.inf)
+    lower = np.where(np.isnan(lower), -np.inf, lower)
+    if one:
+        return float(lower[0]), float(upper[0]), x[0]
     return lower, upper, x
 
 
-class _System:
-    """The square Newton system of one support (index bookkeeping and evaluation).
-
-    ``F`` (frozen edges) keep their ``x`` fixed (not unknowns) and ``D`` (dropped edges) have
-    no bang-per-buck equation: on a degenerate support (two uncapped classes with
-    proportional values sharing two types) the flow around the cycle is free and one of
-    the cycle's price equations repeats the others, so one of each is taken out (see
-    :func:`_degenerate`).
-    """
-
-    def __init__(self, v, w, d, C, E, P, L, F, D, X):
-        self.v, self.w, self.d, self.C = v, w, d, C
-        n, m = v.shape
-        self.n, self.m = n, m
-        self.xc, self.xk = np.nonzero(E & ~F)
-        self.xv = v[self.xc, self.xk]
-        self.rc, self.rk = np.nonzero(E & ~D)
-        self.rv = v[self.rc, self.rk]
-        self.frozen_mask = E & F
-        fc, fk = np.nonzero(self.frozen_mask)
-        fx = X[fc, fk]
-        self.u_fixed = np.bincount(fc, weights=v[fc, fk] * fx, minlength=n)
-        self.load_fixed = np.bincount(fk, weights=w[fc] * fx, minlength=m)
-        self.held_fixed = np.bincount(fc, weights=fx, minlength=n)
-        self.Pk = np.flatnonzero(P)
-        self.Lc = np.flatnonzero(L)
-        nx, nr, nP, nL = self.xc.size, self.rc.size, self.Pk.size, self.Lc.size
-        self.sizes = (nx, nP, nL, n)
-        self.N = nx + nP + nL + n
-        self.square = nr + n + nP + nL == self.N
-        pos_p = np.full(m, -1)
-        pos_p[self.Pk] = np.arange(nP)
-        pos_l = np.full(n, -1)
-        pos_l[self.Lc] = np.arange(nL)
-        # Jacobian (rows: F1 edges, F2 classes, F3 full types, F4 capped classes;
-        # columns: x, p_P, lambda_L, beta); the F2 block changes with the point
-        op, ol, ob = nx, nx + nP, nx + nP + nL
-        self.ob = ob
-        e = np.arange(nr)
-        rows, cols, vals = [e], [ob + self.rc], [self.rv]
-        h = pos_p[self.rk] >= 0
-        rows.append(e[h]), cols.append(op + pos_p[self.rk[h]]), vals.append(-np.ones(int(h.sum())))
-        h = pos_l[self.rc] >= 0
-        rows.append(e[h]), cols.append(ol + pos_l[self.rc[h]]), vals.append(-np.ones(int(h.sum())))
-        j = np.arange(nx)
-        h = pos_p[self.xk] >= 0
-        rows.append(nr + n + pos_p[self.xk[h]]), cols.append(j[h]), vals.append(w[self.xc[h]] / C[self.xk[h]])
-        h = pos_l[self.xc] >= 0
-        rows.append(nr + n + nP + pos_l[self.xc[h]]), cols.append(j[h]), vals.append(1.0 / d[self.xc[h]])
-        self.fixed = (np.concatenate(rows), np.concatenate(cols), np.concatenate(vals))
-        self.nr = nr
-
-    def unpack(self, z):
-        nx, nP, nL, n = self.sizes
-        p = np.zeros(self.m)
-        p[self.Pk] = z[nx:nx + nP]
-        lam = np.zeros(n)
-        lam[self.Lc] = z[nx + nP:nx + nP + nL]
-        return z[:nx], p, lam, z[nx + nP + nL:]
-
-    def pack(self, X, p, lam, beta):
-        return np.concatenate([X[self.xc, self.xk], p[self.Pk], lam[self.Lc], beta])
-
-    def allocation(self, z, X):
-        """The full allocation: unknown edges from ``z``, frozen ones from ``X``."""
-        out = np.where(self.frozen_mask, X, 0.0)
-        out[self.xc, self.xk] = z[:self.sizes[0]]
-        return out
-
-    def residual(self, z):
-        x, p, lam, beta = self.unpack(z)
-        f1 = self.rv * beta[self.rc] - p[self.rk] - lam[self.rc]
-        u = self.u_fixed + np.bincount(self.xc, weights=self.xv * x, minlength=self.n)
-        f2 = beta * u - 1.0
-        load = self.load_fixed + np.bincount(self.xk, weights=self.w[self.xc] * x, minlength=self.m)
-        f3 = load[self.Pk] / self.C[self.Pk] - 1.0
-        held = self.held_fixed + np.bincount(self.xc, weights=x, minlength=self.n)
-        f4 = held[self.Lc] / self.d[self.Lc] - 1.0
-        return np.concatenate([f1, f2, f3, f4]), u
-
-    def jacobian(self, z, u):
-        beta = z[self.ob:]
-        r, c, val = self.fixed
-        nx = self.sizes[0]
-        rows = np.concatenate([r, self.nr + self.xc, self.nr + np.arange(self.n)])
-        cols = np.concatenate([c, np.arange(nx), self.ob + np.arange(self.n)])
-        vals = np.concatenate([val, beta[self.xc] * self.xv, u])
-        return sp.csc_matrix((vals, (rows, cols)), shape=(self.N, self.N))
-
-
-class _Singular(Exception):
-    """The Newton system of a support is singular at the current point."""
-
-
-def _newton(sys: _System, z: np.ndarray) -> tuple[np.ndarray | None, int]:
-    """Newton's method on one support from ``z``; ``(z, iterations)`` or ``(None, it)``.
-
-    Raises
-    ------
-    _Singular
-        When the Jacobian is singular (a degenerate support; see :func:`_degenerate`).
-    """
-    if not sys.square:
-        raise _Singular
-    for it in range(1, MAX_NEWTON + 1):
-        F, u = sys.residual(z)
-        if not np.isfinite(F).all():
-            return None, it
-        if np.abs(F).max(initial=0.0) <= 1e-14:
-            return z, it - 1
-        with warnings.catch_warnings():
-            warnings.simplefilter("error", spla.MatrixRankWarning)
-            try:
-                step = spla.spsolve(sys.jacobian(z, u), -F)
-            except (spla.MatrixRankWarning, RuntimeError):
-                raise _Singular from None
-        if not np.isfinite(step).all():
-            raise _Singular
-        z = z + step
-        if np.abs(step).max(initial=0.0) <= 1e-15 * max(1.0, np.abs(z).max(initial=0.0)):
-            return z, it
-    F, _ = sys.residual(z)
-    return (z if np.abs(F).max(initial=0.0) <= 1e-12 else None), MAX_NEWTON
-
-
-def _degenerate(v, w, d, C, E, P, L, beta):
+def degenerate(v, w, d, C, E, P, L, beta):
     """Frozen and dropped edges that make a degenerate support's system square and regular.
 
     The bang-per-buck rows (one per edge, in ``(p_P, lambda_L, beta)``) and the flow columns
@@ -417,7 +294,6 @@ def _certify_live(v, w, d, C, x0, p0, lam0, support):
 
 def _certify_from(v, w, d, C, x0, p0, lam0, support):
     """:func:`certify_support` from a given support (see there)."""
-    n, m = v.shape
     E, P, L, F, D = (np.array(a, dtype=bool) for a in support)
     E &= v > 0
     L &= np.isfinite(d)
@@ -428,52 +304,75 @@ def _certify_from(v, w, d, C, x0, p0, lam0, support):
     beta = 1.0 / u
     if p0 is None or lam0 is None:
         p0, lam0 = _multipliers(v, E, P, L, beta)
-    p = np.where(P, p0, 0.0)
-    lam = np.where(L, lam0, 0.0)
+    lay = KKTLayout(v, d, C)
+    z = np.concatenate([X[lay.ec, lay.ek], np.where(P, p0, 0.0), np.where(L, lam0, 0.0)[lay.lc], beta])
     total = 0
     reduced = False
     for _ in range(MAX_SUPPORTS):
-        F &= E
-        D &= E
-        sys = _System(v, w, d, C, E, P, L, F, D, X)
-        try:
-            z, it = _newton(sys, sys.pack(X, p, lam, beta))
-        except _Singular:
+        support = (E, P, L, F & E, D & E)
+        kinds = lay.kinds(*support)
+        z_fix = z[:lay.o_p].copy()          # where frozen edges stay
+        z, it = (None, 0) if kinds is None else _newton(lay, kinds, w, z, z_fix)
+        total += it
+        if z is None:
             if reduced:
-                log.debug("nsw newton: singular after the degenerate reduction (%d edges)", int(E.sum()))
+                log.debug("nsw newton: no solution on a support of %d edges", int(E.sum()))
                 return None
-            fd = _degenerate(v, w, d, C, E, P, L, beta)
+            fd = degenerate(v, w, d, C, E, P, L, beta)
             if fd is None:
                 return None
             F, D = fd
+            z = np.concatenate([X[lay.ec, lay.ek], np.where(P, p0, 0.0), np.where(L, lam0, 0.0)[lay.lc], beta])
             reduced = True
             continue
-        total += it
-        if z is None:
-            log.debug("nsw newton: no convergence on a support of %d edges", int(E.sum()))
-            return None
-        X = sys.allocation(z, X)
-        _, p, lam, beta = sys.unpack(z)
-        changed = _update_support(v, w, d, C, X, p, lam, beta, E, P, L, F)
-        if changed is None and D.any():
+        x, p, lam, beta = (a[0] for a in lay.split(z[None, :]))
+        X = np.zeros_like(v)
+        X[lay.ec, lay.ek] = x
+        val, scale = slacks(lay, z, w, support)
+        bad = val < -SUPPORT_TOL * scale
+        if not bad.any() and support[4].any():
             # a dropped price equation must still hold (it repeats the others only while the
             # cycle stays degenerate, e.g. no class on it became capped)
-            bang = v[D] * beta[np.nonzero(D)[0]]
-            price = p[np.nonzero(D)[1]] + lam[np.nonzero(D)[0]]
+            dc, dk = np.nonzero(support[4])
+            bang, price = v[dc, dk] * beta[dc], p[dk] + lam[dc]
             if (np.abs(bang - price) > SUPPORT_TOL * np.maximum(price, bang)).any():
-                changed = (E, P, L)
-        if changed is None:
+                F, D = np.zeros_like(E), np.zeros_like(E)
+                p0, lam0 = p, lam
+                reduced = False
+                continue
+        if not bad.any():
             lo, hi, xf = nsw_bounds(v, w, d, C, X, p, lam)
             if hi - lo <= GAP_TOL:
-                return LinearNSW(xf, np.maximum(p, 0.0), np.maximum(lam, 0.0), lo, hi, (E, P, L, F, D), total)
+                return LinearNSW(xf, np.maximum(p, 0.0), np.maximum(lam, 0.0), lo, hi, support, total)
             log.debug("nsw newton: support consistent but gap %.3g > %.3g", hi - lo, GAP_TOL)
             return None
-        E, P, L = changed
-        X = np.maximum(X, 0.0)
-        F = np.zeros_like(E)      # a new support may be regular, or degenerate elsewhere
-        D = np.zeros_like(E)
+        E, P, L, _, _ = switch(lay, support, np.flatnonzero(bad))
+        z = np.where(np.isfinite(z), z, 0.0)
+        F, D = np.zeros_like(E), np.zeros_like(E)      # a new support may be regular, or degenerate elsewhere
+        p0, lam0 = p, lam
         reduced = False
     return None
+
+
+def _newton(lay: KKTLayout, kinds, w: np.ndarray, z: np.ndarray, z_fix: np.ndarray):
+    """Newton's method on one support from ``z``: ``(z, iterations)``, ``z`` None when the
+    system is singular or the iteration does not converge."""
+    beta0 = z[lay.o_b:].copy()
+    with np.errstate(over="ignore", invalid="ignore", divide="ignore"):
+        for it in range(MAX_NEWTON + 1):
+            F = lay.residuals(z[None, :], *(k[None, ...] for k in kinds), w[None, :], z_fix, beta0)[0]
+            res = float(np.abs(F).max(initial=0.0))
+            if not np.isfinite(res):
+                return None, it
+            if res <= 1e-14:
+                return z, it
+            if it == MAX_NEWTON:
+                break
+            try:
+                z = z - spla.splu(lay.matrix(kinds, w, z)).solve(F)
+            except RuntimeError:        # singular
+                return None, it
+    return (z if res <= 1e-12 else None), MAX_NEWTON
 
 
 def _multipliers(v, E, P, L, beta):
@@ -497,25 +396,3 @@ def _multipliers(v, E, P, L, beta):
     lam = np.zeros(n)
     lam[Lc] = sol[Pk.size:]
     return p, lam
-
-
-def _update_support(v, w, d, C, X, p, lam, beta, E, P, L, F):
-    """The support the inequalities ask for, or None when every one holds."""
-    tol = SUPPORT_TOL
-    xs = max(1.0, float(np.abs(X).max(initial=0.0)))
-    ps = max(1e-300, float(np.abs(p).max(initial=0.0)), float(np.abs(lam).max(initial=0.0)))
-    E2, P2, L2 = E.copy(), P.copy(), L.copy()
-    E2 &= ~(E & ~F & (X < -tol * xs))
-    bang = v * beta[:, None]
-    price = p[None, :] + lam[:, None]
-    E2 |= (v > 0) & ~E & (bang > price + tol * np.maximum(price, ps))
-    P2 &= ~(P & (p < -tol * ps))
-    load = (w[:, None] * np.maximum(X, 0)).sum(axis=0)
-    P2 |= ~P & (C > 0) & (load > C * (1 + tol))
-    L2 &= ~(L & (lam < -tol * ps))
-    held = np.maximum(X, 0).sum(axis=1)
-    L2 |= ~L & np.isfinite(d) & (held > d * (1 + tol))
-    if (E2 == E).all() and (P2 == P).all() and (L2 == L).all():
-        return None
-    return E2, P2, L2
-
