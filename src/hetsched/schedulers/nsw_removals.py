@@ -49,8 +49,8 @@ log = logging.getLogger(__name__)
 #: A utility row whose class moved by more than this (relative change of utility) is updated
 #: exactly (low rank) instead of left at the whole program's values.
 CHORD_TOL = 1e-2
-#: A support whose inequalities break by more than this (relative) at the path's target is
-#: not switched there: the target moves half-way back to the last point where it held.
+#: Along the path, a support whose inequalities break by more than this (relative) at the
+#: target is not switched there: the target moves back to just past the first break point.
 BACKOFF = 1e-2
 #: Inequalities whose interpolated break points are within this of the first switch together.
 FIRST_TOL = 1e-6
@@ -89,12 +89,12 @@ def solve_removals(v: np.ndarray, w: np.ndarray, d: np.ndarray, C: np.ndarray, b
 
     Each program follows the path :math:`w(t) = w - t e_c` from the whole program's optimum
     (``t = 0``) to its own (``t = 1``), in one chord-Newton solve when its support holds
-    there. Where inequalities break by little (at most :data:`BACKOFF`), they switch in or
-    out of the support and the solve repeats at the same ``t``. A program that fails that way,
-    or whose bidder holds more than :data:`PATH_SHARE` of a type, goes along the path: where inequalities break by more, the target moves back to
-    just past the first break point on the segment from the last ``t`` where the support
-    held (linear interpolation of the slacks, a ratio test as in the simplex method), so that
-    supports change close to where they should.
+    there; otherwise the inequalities that break first (linear interpolation of the slacks
+    from the last point where the support held: a ratio test, as in the simplex method)
+    switch in or out of the support and the solve repeats. A program that fails that way,
+    or whose bidder holds more than :data:`PATH_SHARE` of a type, goes along the path: where
+    inequalities break by more than :data:`BACKOFF`, the target moves back to just past the
+    first break point, so that supports change close to where they should.
 
     Parameters
     ----------
@@ -160,7 +160,7 @@ def solve_removals(v: np.ndarray, w: np.ndarray, d: np.ndarray, C: np.ndarray, b
             reductions[key] = fd
         return reductions[key]
 
-    def configure(pr: _Program, rereduce: bool = False) -> bool:
+    def configure(pr: _Program) -> bool:
         """Kinds and Woodbury data of ``pr`` at its ``t``, support and point; False if that
         system cannot be set up (frozen edges that do not pair, a singular update)."""
         E, P, L, F, D = pr.support
@@ -249,7 +249,7 @@ def solve_removals(v: np.ndarray, w: np.ndarray, d: np.ndarray, C: np.ndarray, b
                 # a degenerate cycle broke (a class on it became capped): reduce afresh, same point
                 log.debug("nsw removals: class %d breaks a degenerate cycle", pr.c)
                 pr.switches += 1
-                return None if pr.switches <= 4 * MAX_SUPPORTS and configure(pr, rereduce=True) else False
+                return None if pr.switches <= 4 * MAX_SUPPORTS and configure(pr) else False
         if not bad.any():
             if pr.t >= 1.0:
                 return "certify"
