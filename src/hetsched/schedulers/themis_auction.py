@@ -62,7 +62,11 @@ Exact reductions
   bundles and the program is solved over classes with multiplicities :math:`n_c`
   (objective :math:`\sum_c n_c \log u_c`, capacity :math:`\sum_c n_c x_{ck} \le C_k`).
   Removing a bidder of class ``c`` is the same program with :math:`n_c - 1`: the payments need
-  one solve per class, not per bidder.
+  one program per class, not per bidder.
+* With linear values the whole program's conic optimum is polished and certified by Newton's
+  method on its KKT system (:mod:`.nsw_newton`), and the payment programs are solved
+  together from it (:mod:`.nsw_removals`), each accepted only with a duality gap of at most
+  1e-9; a program the Newton path does not certify is solved by Clarabel.
 * A bidder whose valuation is zero on everything offered (no usable type) is not in the
   program: it gets nothing and pays nothing (:math:`c_i = 1`).
 
