@@ -176,3 +176,25 @@ def test_most_programs_are_certified_on_a_contended_round():
         w2 = w.copy()
         w2[c] -= 1
         assert rem[c].objective >= _conic(v, w2, d, C)[0] - 1e-7
+
+
+def test_degenerate_support_from_an_exact_start():
+    """Classes 0 and 1 value the two usable types alike (338.5, 288.8) and share both, with no
+    demand binding: the flow between them around the cycle is free, so the KKT Jacobian of
+    that support is singular. When the start is already optimal the whole program certifies
+    without Newton steps (and without reducing the cycle); the removals must reduce it
+    themselves and still certify every program (found by Hypothesis)."""
+    v = np.array([[338.5, 288.796875, 1.0, 1.0], [338.5, 288.796875, 1.0, 2.0],
+                  [655.0, 1.0, 1.0, 35.5], [1.0, 190.5, 1.0, 4.0]])
+    w, d, C = np.array([3.0, 2.0, 4.0, 1.0]), np.array([4.0, 4.0, 2.0, 2.0]), np.array([13.0, 2.0, 0.0, 1.0])
+    v = np.where(C[None, :] > 0, v, 0.0)
+    x, status = _solve_classes(_linear(v, None), w.astype(int), d, C)
+    base = certify_support(v, w, d, C, x)
+    assert base is not None
+    _check_certificate(v, w, d, C, base)
+    rem = solve_removals(v, w, d, C, base, np.arange(4))
+    for c, r in enumerate(rem):
+        assert r is not None
+        w2 = w.copy()
+        w2[c] -= 1
+        _check_certificate(v, w2, d, C, r)

@@ -63,6 +63,8 @@ PATH_SHARE = 0.02
 MAX_RANK = 16
 #: Low-rank refreshes (the moved classes' rows re-evaluated where the chord slows) per support.
 MAX_REFRESH = 4
+#: Largest residual at which a program counts as converged (the duality gap then decides).
+CONVERGED = 1e-14
 #: Iterations per program and way (straight to ``t = 1``, then along the path) before it
 #: gives that way up.
 MAX_ITERATIONS = 100
@@ -114,8 +116,9 @@ def solve_removals(v: np.ndarray, w: np.ndarray, d: np.ndarray, C: np.ndarray, b
     v = np.where((C > 0)[None, :], v, 0.0)
     w = np.asarray(w, dtype=float)
     lay = KKTLayout(v, d, C)
-    base_kinds = lay.kinds(*base.support)
     out: list[LinearNSW | None] = [None] * len(classes)
+    base_support = base.support
+    base_kinds = lay.kinds(*base_support)
     if base_kinds is None or not len(classes):
         return out
     X0 = base.x
@@ -123,11 +126,24 @@ def solve_removals(v: np.ndarray, w: np.ndarray, d: np.ndarray, C: np.ndarray, b
     z0 = np.concatenate([X0[lay.ec, lay.ek], base.prices, base.caps[lay.lc], 1.0 / u0])
     fixed = z0[:lay.o_p]
     J = lay.matrix(base_kinds, w, z0)
-    lu = spla.splu(J)
+    try:
+        lu = spla.splu(J)
+    except RuntimeError:          # a degenerate support the whole program's solve did not reduce
+        fd = degenerate(v, w, d, C, *base_support[:3], 1.0 / u0)
+        base_kinds = None if fd is None else lay.kinds(*base_support[:3], *fd)
+        if base_kinds is None:
+            return out
+        base_support = (*base_support[:3], *fd)
+        J = lay.matrix(base_kinds, w, z0)
+        try:
+            lu = spla.splu(J)
+        except RuntimeError:
+            log.debug("nsw removals: the whole program's Jacobian is singular")
+            return out
     J = J.tocsr()
     cols: dict[int, np.ndarray] = {}
     base_rows: dict[int, np.ndarray] = {}
-    has_cycles = bool(base.support[4].any())
+    has_cycles = bool(base_support[4].any())
     reductions: dict[bytes, tuple[np.ndarray, np.ndarray] | None] = {}
 
     def column(slots):
@@ -147,8 +163,12 @@ def solve_removals(v: np.ndarray, w: np.ndarray, d: np.ndarray, C: np.ndarray, b
         return r
 
     def reduce(E, P, L, beta, wc):
-        """Frozen and dropped edges of a support (one QR per distinct support, shared)."""
-        key = np.packbits(np.concatenate([E.ravel(), P, L])).tobytes()
+        """Frozen and dropped edges of a support (one QR per distinct support, shared).
+
+        Only classes on two or more types take part (see :func:`.nsw_newton.degenerate`), so
+        supports that differ elsewhere share one reduction."""
+        multi = np.flatnonzero(E.sum(axis=1) >= 2)
+        key = multi.tobytes() + np.packbits(np.concatenate([E[multi].ravel(), L[multi], P])).tobytes()
         if key not in reductions:
             live = wc > 0
             fd = degenerate(v[live], wc[live], d[live], C, E[live], P, L[live], beta[live])
@@ -302,14 +322,14 @@ def solve_removals(v: np.ndarray, w: np.ndarray, d: np.ndarray, C: np.ndarray, b
             return False
         pr.path, pr.t, pr.t_lo = True, 1.0, 0.0
         pr.z, pr.z_lo = z0.copy(), z0.copy()
-        pr.support = tuple(a.copy() for a in base.support)
+        pr.support = tuple(a.copy() for a in base_support)
         pr.switches = pr.its = 0
         return configure(pr)
 
     progs = []
     share = (X0 / lay.Cs).max(axis=1)
     for i, c in enumerate(np.asarray(classes, dtype=np.int64)):
-        pr = _Program(int(c), tuple(a.copy() for a in base.support), z0.copy(), path=bool(share[c] > PATH_SHARE))
+        pr = _Program(int(c), tuple(a.copy() for a in base_support), z0.copy(), path=bool(share[c] > PATH_SHARE))
         if configure(pr) or restart(pr):
             progs.append((i, pr))
     with np.errstate(over="ignore", invalid="ignore", divide="ignore"):   # divergence is caught below
@@ -335,7 +355,7 @@ def _run(progs, lay, lu, fixed, u0, finish, certify, lowrank, restart) -> None:
                     keep.append((i, pr))
                 continue
             slow = r > 0.1 * pr.last
-            if r <= 1e-14 or (slow and r <= 1e-12):
+            if r <= CONVERGED or (slow and r <= 1e-12):
                 conv.append((i, pr))
                 continue
             if not np.isfinite(r) or slow:
