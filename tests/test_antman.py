@@ -302,3 +302,43 @@ def test_seeded_defaults_depend_only_on_seed_and_id() -> None:
     assert ((a.utilization >= 0.1) & (a.utilization <= 0.9)).all()
     assert np.array_equal(a.opportunistic[[2, 0]], b.opportunistic)
     assert AntMan(seed=5).jobs_of(["x", "y", "z"]).utilization.tolist() != a.utilization.tolist()
+
+
+def _hosts_reference(kind, size, room, util, jobs, spill):
+    """AntMan's host choice written the plain way (one pass over every gang per job): the
+    previous host when it can still have the job, else the free host with the lowest
+    utilisation, ties to the earlier gang."""
+    free = np.ones(kind.size, bool)
+    out = []
+    for gpus, can, mem, prev in jobs:
+        cand = free & (size >= gpus) & can[kind] & (util < 1.0)
+        ok = cand & ((room >= mem) | ((np.arange(kind.size) == prev) & spill & (room > 0)))
+        if not ok.any():
+            out.append(-1)
+            continue
+        c = np.flatnonzero(ok)
+        pick = int(c[np.lexsort((c, util[c], c != prev))[0]])
+        free[pick] = False
+        out.append(pick)
+    return out
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.integers(0, 10_000), st.integers(1, 300), st.booleans())
+def test_indexed_host_search_matches_the_plain_scan(seed, n_hosts, spill) -> None:
+    """The grouped, sorted host search (``antman._Hosts``) picks exactly the hosts the plain
+    scan over every gang picks, job after job, on random gangs (types, sizes, room, ties in
+    utilisation, some fully utilised) and random jobs (some with a previous host)."""
+    from hetsched.schedulers.antman import _Hosts
+
+    rng = np.random.default_rng(seed)
+    m = int(rng.integers(1, 4))
+    kind = rng.integers(0, m, n_hosts)
+    size = rng.choice([1, 2, 4, 8], n_hosts)
+    room = rng.choice([0.0, 2.0, 8.0, 16.0, 30.0], n_hosts) * rng.uniform(0.5, 1.0, n_hosts)
+    util = rng.choice([0.2, 0.5, 0.5, 0.9, 1.0], n_hosts)
+    jobs = [(int(rng.choice([1, 2, 4, 8])), rng.random(m) < 0.8, float(rng.uniform(1, 20)),
+             int(rng.integers(-1, n_hosts)) if rng.random() < 0.3 else -1) for _ in range(int(rng.integers(1, 400)))]
+    hosts = _Hosts(np.arange(n_hosts), kind, size, room, util)
+    got = [hosts.pick(g, c, mem, prev, spill=spill) for g, c, mem, prev in jobs]
+    assert got == _hosts_reference(kind, size, room, util, jobs, spill)

@@ -342,11 +342,13 @@ class AntMan:
         assign = walk_gangs(g_order, T, s, cap, last_type=al["last_type"], allowed=fits)
         free = cap - np.bincount(assign[assign >= 0], weights=s[assign >= 0], minlength=m).astype(np.int64)
         g_run = np.flatnonzero(assign >= 0)
-        host_free = np.ones(g_run.size, bool)
         host_of = np.full(n, -1, np.int64)              # opportunistic row -> guaranteed row it shares with
         evicted = np.zeros(n, bool)
         number_to_row = {int(v): i for i, v in enumerate(view.jobs.tolist())}
         phi = np.ones(n)
+        hosts = _Hosts(g_run, assign[g_run], s[g_run], cap_mem[assign[g_run]] - mem[g_run], data.utilization[g_run])
+        pos_of = np.full(n, -1, np.int64)
+        pos_of[g_run] = np.arange(g_run.size)
         for o in fifo[opp[fifo]].tolist():
             prev = number_to_row.get(int(al["partner"][o]), -1)
             room_after = cap_mem[assign[prev]] - mem[prev] if prev >= 0 and assign[prev] >= 0 else np.inf
@@ -361,23 +363,13 @@ class AntMan:
                     assign[o] = k
                     free[k] -= s[o]
                     continue
-            if not g_run.size:
+            pick = hosts.pick(int(s[o]), can[o], float(mem[o]), int(pos_of[prev]) if prev >= 0 else -1,
+                              spill=self.on_grow != "evict")
+            if pick < 0:
                 continue
-            kg = assign[g_run]
-            room = cap_mem[kg] - mem[g_run]
-            cand = host_free & (s[g_run] >= s[o]) & can[o, kg] & (data.utilization[g_run] < 1.0)
-            if self.on_grow == "evict":
-                cand &= room >= mem[o]
-            else:                                        # only the old host may keep a partly spilled job
-                cand &= (room >= mem[o]) | ((g_run == prev) & (room > 0))
-            if not cand.any():
-                continue
-            c = np.flatnonzero(cand)
-            pick = c[np.lexsort((c, data.utilization[g_run[c]], g_run[c] != prev))[0]]
-            host_free[pick] = False
             host_of[o] = g_run[pick]
-            assign[o] = kg[pick]
-            phi[o] = min(1.0, room[pick] / mem[o])
+            assign[o] = hosts.kind[pick]
+            phi[o] = min(1.0, hosts.room[pick] / mem[o])
         partner_of = np.full(n, -1, np.int64)
         pairs_o = np.flatnonzero(host_of >= 0)
         partner_of[host_of[pairs_o]] = pairs_o
@@ -510,3 +502,57 @@ def _evictions(runs: pd.DataFrame, data: AntManJobs, scheduler: AntMan, result: 
                 pairs[int(row.job)] = (int(row.partner), int(rnd), int(row.gpu_type))
             run_s[int(row.job)] = run_s.get(int(row.job), 0.0) + float(row.end_s - row.start_s)
     return count
+
+
+class _Hosts:
+    """Guaranteed gangs an opportunistic job may share with, searched in AntMan's order.
+
+    A job takes its previous host when that host can still have it; otherwise the free host
+    with the lowest utilisation (ties: the earlier gang) among those on a type it can use,
+    with at least its GPUs, utilisation below 1 and room for its memory. Hosts are grouped by
+    (type, gang size) and sorted by (utilisation, position) once, so each job looks at the
+    first free hosts of a few groups instead of every gang.
+    """
+
+    def __init__(self, rows: np.ndarray, kind: np.ndarray, size: np.ndarray, room: np.ndarray, util: np.ndarray):
+        self.kind, self.size, self.room, self.util = kind, size, room, util
+        self.free = np.ones(rows.size, bool)
+        order = np.lexsort((np.arange(rows.size), util))
+        self.rank = np.empty(rows.size, np.int64)
+        self.rank[order] = np.arange(rows.size)
+        usable = order[util[order] < 1.0]
+        self.groups: dict[tuple[int, int], list] = {}
+        for key in {(int(a), int(b)) for a, b in zip(kind[usable], size[usable])}:
+            members = usable[(kind[usable] == key[0]) & (size[usable] == key[1])]
+            self.groups[key] = [members, 0]             # sorted by rank; first maybe-free index
+
+    def pick(self, gpus: int, can: np.ndarray, mem: float, prev: int, *, spill: bool) -> int:
+        """Position of the host for a job of ``gpus`` GPUs and ``mem`` GB that can use the
+        types ``can``, taken (no longer free); -1 if none. ``prev``: its previous host's
+        position (-1 if none); ``spill``: the previous host may keep it with any room > 0."""
+        if prev >= 0 and self.free[prev] and self.size[prev] >= gpus and can[self.kind[prev]] \
+                and self.util[prev] < 1.0 and (self.room[prev] >= mem or (spill and self.room[prev] > 0)):
+            self.free[prev] = False
+            return prev
+        best = -1
+        for (k, size), group in self.groups.items():
+            if size < gpus or not can[k]:
+                continue
+            members, start = group
+            while start < members.size and not self.free[members[start]]:
+                start += 1                               # taken hosts never come back
+            group[1] = start
+            for lo in range(start, members.size, 64):
+                chunk = members[lo:lo + 64]
+                ok = np.flatnonzero(self.free[chunk] & (self.room[chunk] >= mem))
+                if ok.size:
+                    h = int(chunk[ok[0]])
+                    if best < 0 or self.rank[h] < self.rank[best]:
+                        best = h
+                    break
+                if best >= 0 and self.rank[chunk[-1]] > self.rank[best]:
+                    break                                # the rest of this group ranks lower
+        if best >= 0:
+            self.free[best] = False
+        return best
+
