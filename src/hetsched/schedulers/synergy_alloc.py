@@ -203,13 +203,13 @@ class _Servers:
         if room.sum() < s:
             return False
         left = s
-        for p in np.argsort(fg, kind="stable"):
+        order = np.argsort(fg, kind="stable")
+        for p in order[room[order] > 0].tolist():      # servers with no room add nothing
+            take = min(int(room[p]), left)
+            self._take(j, int(idx[p]), take, c, m)
+            left -= take
             if left == 0:
                 break
-            take = int(min(room[p], left))
-            if take > 0:
-                self._take(j, int(idx[p]), take, c, m)
-                left -= take
         return True
 
     def _take(self, j: int, srv: int, g: int, c: float, m: float) -> None:
