@@ -186,6 +186,10 @@ def solve_removals(v: np.ndarray, w: np.ndarray, d: np.ndarray, C: np.ndarray, b
         E, P, L, F, D = pr.support
         pr.w = w.copy()
         pr.w[pr.c] -= pr.t
+        pr.refreshed = 0
+        if pr.w[pr.c] > 0 and pr.support is base_support:     # the first solve of most programs
+            pr.kinds = base_kinds
+            return lowrank(pr)
         gone = np.zeros(lay.n, dtype=bool)
         if pr.w[pr.c] <= 0:      # no bidder left: its edges, cap and utility are pinned
             pr.w[pr.c] = 0.0
@@ -208,7 +212,6 @@ def solve_removals(v: np.ndarray, w: np.ndarray, d: np.ndarray, C: np.ndarray, b
             return False
         pr.kinds = kinds
         pr.support = (pr.support[0], P, pr.support[2], F, D)
-        pr.refreshed = 0
         return lowrank(pr)
 
     def lowrank(pr: _Program) -> bool:
@@ -329,7 +332,7 @@ def solve_removals(v: np.ndarray, w: np.ndarray, d: np.ndarray, C: np.ndarray, b
     progs = []
     share = (X0 / lay.Cs).max(axis=1)
     for i, c in enumerate(np.asarray(classes, dtype=np.int64)):
-        pr = _Program(int(c), tuple(a.copy() for a in base_support), z0.copy(), path=bool(share[c] > PATH_SHARE))
+        pr = _Program(int(c), base_support, z0.copy(), path=bool(share[c] > PATH_SHARE))
         if configure(pr) or restart(pr):
             progs.append((i, pr))
     with np.errstate(over="ignore", invalid="ignore", divide="ignore"):   # divergence is caught below
