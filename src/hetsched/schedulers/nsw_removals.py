@@ -216,6 +216,13 @@ def solve_removals(v: np.ndarray, w: np.ndarray, d: np.ndarray, C: np.ndarray, b
 
     def lowrank(pr: _Program) -> bool:
         """Woodbury data of ``pr`` at its current point; False if singular."""
+        if pr.kinds is base_kinds and pr.z is z_start[pr.c]:
+            # first solve: only the capacity rows of the types its class is on change, each in
+            # one entry (one bidder fewer): -1/C_k at the class's edge on k
+            ks = [k for k in np.flatnonzero(base_kinds[2]) if lay.eid[pr.c, k] >= 0]
+            dR = np.zeros((len(ks), lay.N))
+            dR[np.arange(len(ks)), lay.eid[pr.c, ks]] = -1.0 / lay.Cs[ks]
+            return woodbury(pr, [lay.o_p + k for k in ks], dR)
         kind, partner, P, Lm, gone = pr.kinds
         bk, bp, bP, bL, _ = base_kinds
         S = set(np.flatnonzero((kind != bk) | ((kind == 2) & (partner != bp))).tolist())
@@ -235,8 +242,10 @@ def solve_removals(v: np.ndarray, w: np.ndarray, d: np.ndarray, C: np.ndarray, b
             return True
         dR = np.array([lay.row(s, pr.kinds, pr.w, pr.z) - base_row(s) for s in S]).reshape(len(S), lay.N)
         keep = np.abs(dR).max(axis=1, initial=0.0) > 0
-        S = [s for s, k in zip(S, keep) if k]
-        dR = dR[keep]
+        return woodbury(pr, [s for s, k in zip(S, keep) if k], dR[keep])
+
+    def woodbury(pr: _Program, S: list, dR: np.ndarray) -> bool:
+        """``pr.low`` for the rows ``S`` replaced by the base rows plus ``dR``."""
         Z = column(S)
         K = np.eye(len(S)) + dR @ Z
         try:
@@ -331,8 +340,10 @@ def solve_removals(v: np.ndarray, w: np.ndarray, d: np.ndarray, C: np.ndarray, b
 
     progs = []
     share = (X0 / lay.Cs).max(axis=1)
+    z_start: dict[int, np.ndarray] = {}
     for i, c in enumerate(np.asarray(classes, dtype=np.int64)):
         pr = _Program(int(c), base_support, z0.copy(), path=bool(share[c] > PATH_SHARE))
+        z_start[pr.c] = pr.z
         if configure(pr) or restart(pr):
             progs.append((i, pr))
     with np.errstate(over="ignore", invalid="ignore", divide="ignore"):   # divergence is caught below
