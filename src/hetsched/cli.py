@@ -682,8 +682,9 @@ def _needs_pairs(pol: Any) -> bool:
     return callable(tables) and "packing" in tables()
 
 
-def _workload(args: argparse.Namespace, cluster: Cluster, *, pairs: bool = False):
-
+def _workload(args: argparse.Namespace, cluster: Cluster, *, pairs: bool = False, n_entities: int | None = None):
+    """The run's jobs: ``--trace`` read, or generated (``n_entities`` tenants e0, e1, .. when
+    given)."""
     if getattr(args, "skip_bad_rows", False) and (args.trace is None or args.trace_format == "sia"):
         raise ValidationError("`--skip-bad-rows` applies to the rows of a --trace of format gavel, philly, helios or "
                               "pai; " + ("Sia's reader never drops rows." if args.trace is not None
@@ -712,7 +713,7 @@ def _workload(args: argparse.Namespace, cluster: Cluster, *, pairs: bool = False
     probs = {1: 1.0} if args.single_gpu else (0.70, 0.10, 0.15, 0.05)
     trace = generate_workload(args.jobs, rate_per_hour=args.rate, seed=args.seed, catalogue=cat,
                               scale_factor_probs=probs, long_job_prob=args.long_job_prob, cluster=cluster,
-                              n_entities=getattr(args, "n_entities", None))
+                              n_entities=n_entities)
     for note in trace.meta.get("notes", []):  # e.g. gangs capped at what a small cluster can run
         print(f"note: {note}", file=sys.stderr)
     return trace
@@ -1008,9 +1009,9 @@ def _simulate(args: argparse.Namespace, out: TextIO) -> int:
         cluster = _parse_cluster(args.cluster, args.gpus_per_server) if args.topology is None else _topology(args)
         pol = _make_policy(args.policy, args.param)
         pol = _hived_options(pol, args.tenants, cluster)
-        if args.tenants is not None and args.trace is None:
-            args.n_entities = len(pol.tenants)    # generated jobs belong to tenants e0, e1, ... (docs/hived.md)
-        trace = _workload(args, cluster, pairs=_needs_pairs(pol))
+        # generated jobs belong to tenants e0, e1, ... (docs/hived.md)
+        tenants = len(pol.tenants) if args.tenants is not None and args.trace is None else None
+        trace = _workload(args, cluster, pairs=_needs_pairs(pol), n_entities=tenants)
         opts = make_options(seed=args.seed, progress=progress, record_runs=args.runs, **_sim_kwargs(args))
         if args.placement is None and getattr(pol, "name", None) in ("hived", "hived_quota"):
             opts = opts.replace(placement=False)     # HiveD places gangs in its cells itself
