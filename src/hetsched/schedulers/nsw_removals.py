@@ -76,13 +76,14 @@ class _Program:
     held (``t_lo``, ``z_lo``)."""
 
     __slots__ = ("c", "t", "t_lo", "z_lo", "support", "kinds", "z", "w", "last", "refreshed", "switches",
-                 "its", "low", "path")
+                 "its", "low", "path", "version")
 
     def __init__(self, c, support, z, path=False):
         self.c, self.support, self.z, self.path = c, support, z, path
         self.t, self.t_lo, self.z_lo = 1.0, 0.0, z.copy()
         self.last, self.refreshed, self.switches, self.its = np.inf, 0, 0, 0
         self.kinds = self.low = self.w = None
+        self.version = 0          # bumped whenever kinds or w change (the batch restacks them)
 
 
 def solve_removals(v: np.ndarray, w: np.ndarray, d: np.ndarray, C: np.ndarray, base: LinearNSW,
@@ -187,6 +188,7 @@ def solve_removals(v: np.ndarray, w: np.ndarray, d: np.ndarray, C: np.ndarray, b
         pr.w = w.copy()
         pr.w[pr.c] -= pr.t
         pr.refreshed = 0
+        pr.version += 1
         if pr.w[pr.c] > 0 and pr.support is base_support:     # the first solve of most programs
             pr.kinds = base_kinds
             return lowrank(pr)
@@ -353,11 +355,15 @@ def solve_removals(v: np.ndarray, w: np.ndarray, d: np.ndarray, C: np.ndarray, b
 
 def _run(progs, lay, lu, fixed, u0, finish, certify, lowrank, restart) -> None:
     """The lockstep iterations (see :func:`solve_removals`)."""
+    stacked: tuple = ((), ())
     while progs:
         conv = []
         Zs = np.array([pr.z for _, pr in progs])
-        R = lay.residuals(Zs, *(np.stack([pr.kinds[t] for _, pr in progs]) for t in range(5)),
-                          np.stack([pr.w for _, pr in progs]), fixed, 1.0 / u0)
+        key = tuple((i, pr.version) for i, pr in progs)
+        if key != stacked[0]:          # restack only when a program came, went or changed support
+            stacked = (key, tuple(np.stack([pr.kinds[t] for _, pr in progs]) for t in range(5))
+                       + (np.stack([pr.w for _, pr in progs]),))
+        R = lay.residuals(Zs, *stacked[1], fixed, 1.0 / u0)
         res = np.abs(R).max(axis=1, initial=0.0)
         keep, rows = [], []
         for j, (i, pr) in enumerate(progs):
