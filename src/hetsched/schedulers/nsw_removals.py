@@ -63,6 +63,8 @@ PATH_SHARE = 0.02
 MAX_RANK = 16
 #: Low-rank refreshes (the moved classes' rows re-evaluated where the chord slows) per support.
 MAX_REFRESH = 4
+#: Systems up to this many slots keep the whole program's Jacobian dense for row lookups.
+DENSE_ROWS = 3000
 #: Largest residual at which a program counts as converged (the duality gap then decides).
 CONVERGED = 1e-14
 #: Iterations per program and way (straight to ``t = 1``, then along the path) before it
@@ -157,7 +159,11 @@ def solve_removals(v: np.ndarray, w: np.ndarray, d: np.ndarray, C: np.ndarray, b
                 cols[s] = sol[:, i]
         return np.column_stack([cols[s] for s in slots]) if slots else np.zeros((lay.N, 0))
 
+    dense = J.toarray() if lay.N <= DENSE_ROWS else None
+
     def base_row(s):
+        if dense is not None:
+            return dense[s]
         r = base_rows.get(s)
         if r is None:
             r = base_rows[s] = J[s].toarray().ravel()
