@@ -48,6 +48,8 @@ Examples
 
 from __future__ import annotations
 
+import dataclasses
+
 import numpy as np
 
 from ..inputs.cluster import Cluster
@@ -58,6 +60,7 @@ from ..validation import check_int, check_real
 from .base import Policy, PolicyOutcome, register_policy
 from .common import (
     STAGE2_RELATIVE_SLACK,
+    _warm_meta,
     isolated_throughput,
     level_program,
     usable_mask,
@@ -176,7 +179,8 @@ class FinishTimeFairness(SpaceOptions, Policy):
                 X = lp.extract_X(out.x)
                 report = getattr(lp, "report", None)
                 state.offer(X, self.objective_of(X, jobs, cluster),
-                            None if report is None else (lambda r=report, x=out.x: r(x, jobs)))
+                            None if report is None else (lambda r=report, x=out.x: r(x, jobs)),
+                            warm=_warm_meta(out) if out.success else None)
             if not out.success:
                 state.fail(f"LP at rho={rho:.9g} ended {out.status!r} ({out.message})", out.status)
                 return None
@@ -220,6 +224,10 @@ class FinishTimeFairness(SpaceOptions, Policy):
             return outcome
         with ctx.building():
             lp2 = self.formulate(jobs, cluster, rho=state.hi, floor=1.0 - STAGE2_RELATIVE_SLACK, space=space)
+            if state.warm is not None:
+                # the best allocation meets stage 2's floors (its rho is state.hi): the
+                # structured solver's first prices start from it (same variables, same rows)
+                lp2 = dataclasses.replace(lp2, meta={**lp2.meta, **state.warm})
         out2 = ctx.run(lp2)
         if not out2.success:
             return PolicyOutcome(X=outcome.X, objective=outcome.objective, status=outcome.status,
@@ -239,12 +247,14 @@ class _Search:
         self.status: str | None = None
         self.message = ""
         self.describe = None  # callable -> extra of the best X (allocation spaces), or None
+        self.warm: dict | None = None  # the structured solver's warm start from the best X's LP, or None
 
-    def offer(self, X: np.ndarray, value: float, describe=None) -> None:
+    def offer(self, X: np.ndarray, value: float, describe=None, warm: dict | None = None) -> None:
         if value < self.hi or self.X is None:
             self.hi = min(self.hi, value)
             self.X = X
             self.describe = describe
+            self.warm = warm
 
     def fail(self, message: str, status: str) -> None:
         self.status, self.message = status, message

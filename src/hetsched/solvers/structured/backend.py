@@ -119,7 +119,9 @@ class StructuredBackend(Backend):
                 "mode": P.mode, "init": r.warm_info.get("init", "")}
         if r.status == "optimal" and P.mode == "level" and r.lam is not None:
             # prices a later program over the same jobs can start from (meta["structured_warm"])
-            info["warm"] = {"lam": r.lam, "master_rows": r.master_rows, "level": r.t, "n": P.n}
+            # and the allocation, a witness that floors at this level can be met (floor mode's
+            # first prices, :func:`.floor._witness_prices`)
+            info["warm"] = {"lam": r.lam, "master_rows": r.master_rows, "level": r.t, "n": P.n, "X": r.X}
         if r.status == "optimal":
             elapsed = time.perf_counter() - t0
             log.debug("structured %s (%s mode): %s in %.3fs", lp.name, P.mode, r.message, elapsed)

@@ -17,7 +17,9 @@ round (:func:`solve_level`):
 
 First prices: the same solver on a random sample (:func:`_level_warm_start`), or the
 alternatives of :class:`~.options.StructuredOptions` ``init``; they classify the jobs into
-master jobs and fixed ones (:func:`_level_start`).
+master jobs and fixed ones (:func:`_level_start`). Before any of it, a level bounded by
+one job's own time row is certified without an LP when an assignment reaching it fits
+(:func:`_row_bound`).
 """
 
 from __future__ import annotations
@@ -28,12 +30,28 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .master import (Aggregate, compact, most_violated, n_bins, ratio_bin, read_master, sample_rows, subproblem,
-                     whole_lp_prices)
+from .master import (
+    Aggregate,
+    compact,
+    most_violated,
+    n_bins,
+    ratio_bin,
+    read_master,
+    sample_rows,
+    subproblem,
+    whole_lp_prices,
+)
 from .options import StructuredOptions, StructuredResult
 from .problem import SeparableProblem
-from .rounds import (certify, iteration_limit, master_failed, out_of_time, record_round, solve_round_master,
-                     store_solution)
+from .rounds import (
+    certify,
+    iteration_limit,
+    master_failed,
+    out_of_time,
+    record_round,
+    solve_round_master,
+    store_solution,
+)
 
 __all__ = ['solve_level']
 
@@ -195,6 +213,8 @@ def solve_level(P: SeparableProblem, opts: StructuredOptions, deadline: float | 
     """
     t_start = time.perf_counter()
     res = StructuredResult(status="unknown", message="")
+    if P.n > opts.base_size and opts.init != "none" and _row_bound(P, res):
+        return certify(res, 0.0, 0, opts, log, "level", t_start)
     S = _level_start(P, opts, deadline, depth, res)
     t_lb, t_ub = P.t_bounds
     for rnd in range(1, opts.max_rounds + 1):
@@ -223,6 +243,102 @@ def solve_level(P: SeparableProblem, opts: StructuredOptions, deadline: float | 
             return _level_finish(res, P, F, R, amb_idx, Xa, t, gap, rnd, opts, t_start)
         _level_next(P, S, F, R, amb_idx, gap, rnd, opts)
     return iteration_limit(res, opts)
+
+
+#: :func:`_fitting_assignment`: most price updates looking for an assignment that fits, and
+#: most updates in a row that do not cut the best total overload by 1 %.
+_ROW_FIT_STEPS, _ROW_FIT_STALL = 200, 60
+
+
+def _row_bound(P: SeparableProblem, res: StructuredResult) -> bool:
+    r"""Certify the level bounded by one job's own time row, when it is (no LP at all).
+
+    Every job with a level row reaches at most :math:`\max_k A_{jk}` (all its time on its
+    best type), so :math:`t^\star \le t_r = \min_j \max_k A_{jk}`, a bound weak duality
+    certifies with :math:`\lambda = 0` and :math:`y = e_{j^\star}` (the job attaining the
+    minimum), :math:`z_{j^\star} = t_r`. When prices can be found at which every job's
+    cheapest single type carrying it to :math:`t_r` (time :math:`t_r / A_{jk} \le 1`, price
+    :math:`\text{price}_{jk} t_r / A_{jk}`) fits the capacities (:func:`_fitting_assignment`,
+    after a necessary aggregate check), that
+    assignment attains :math:`t_r`: ``res`` then holds it, certified with gap 0, and True
+    is returned. This is min makespan's stage 1 (the job with the slowest best rate sets the
+    makespan whenever the cluster has room for every other job to finish by then), where a
+    sampled warm start spent seconds on the sample's capacity-bound level.
+    """
+    lv = np.flatnonzero(P.has_level)
+    t_lb, t_ub = P.t_bounds
+    if not lv.size:
+        return False
+    every = lv.size == P.n  # no copies of (n, m) arrays for the common case
+    A = np.where(P.U, P.A, 0.0) if every else np.where(P.U[lv], P.A[lv], 0.0)
+    best = A.max(axis=1)
+    j_star = int(np.argmin(best))
+    t_r = float(best[j_star])
+    if not (t_r > 0 and t_lb <= t_r <= t_ub):
+        return False
+    C = P.C_all
+    room = np.where(np.isfinite(C), C, np.inf) * (1.0 - 1e-9)
+    if P.n_extra == 0 and np.all(np.isfinite(P.C)):
+        # necessary: each job loads the cluster by at least t_r times its least load per
+        # unit of level (a max-min level, far below t_r, stops here after O(n m) work)
+        W = P.W if every else P.W[lv]
+        least = np.where(A > 0, W, np.inf).min(axis=1) / best
+        if t_r * float(least.sum()) > float(room.sum()):
+            return False
+    with np.errstate(divide="ignore"):
+        need = np.where(A >= t_r, t_r / np.where(A > 0, A, 1.0), np.inf)
+    del A  # (n, m): free before the price updates
+    k = _fitting_assignment(P, lv, need, room)
+    if k is None:
+        return False
+    r = np.arange(lv.size)
+    X = np.zeros((P.n, P.m))
+    X[lv, k] = need[r, k]
+    res.X, res.t, res.lam = X, t_r, np.zeros(P.n_cap)
+    res.y, res.z = np.zeros(P.n), np.zeros(P.n)
+    res.y[lv[j_star]], res.z[lv[j_star]] = 1.0, t_r
+    res.objective = P.gamma * t_r + P.offset
+    res.lower = res.upper = t_r
+    res.master_rows = np.zeros(0, dtype=np.int64)
+    res.warm_info["init"] = "row_bound"
+    log.debug("structured level: t = %.12g, bounded by job %d's own time row; certified without an LP", t_r,
+              int(lv[j_star]))
+    return True
+
+
+def _fitting_assignment(P: SeparableProblem, lv: np.ndarray, need: np.ndarray, room: np.ndarray) -> np.ndarray | None:
+    r"""Each job's type (jobs ``lv``, time ``need`` (len(lv), m), inf where unusable) at prices
+    under which every job's cheapest type fits ``room``, or None.
+
+    Prices move by :math:`\lambda_k \leftarrow \lambda_k \exp(\eta_i\,
+    \mathrm{clip}(L_k / C_k - 1, -1, 1))` with steps :math:`\eta_i = 0.5 / \sqrt{1 + i/5}`
+    that shrink so that whole jobs stop swinging between types; at most
+    :data:`_ROW_FIT_STEPS` updates, and none after :data:`_ROW_FIT_STALL` that did not cut
+    the best total overload by 1 %.
+    """
+    fin = np.isfinite(room)
+    lam = np.where(fin, 1.0 / np.maximum(np.where(fin, room, 1.0), 1e-300), 0.0)
+    r = np.arange(lv.size)
+    unusable = ~np.isfinite(need)
+    need0 = np.where(unusable, 0.0, need)
+    best, since = np.inf, 0
+    for i in range(_ROW_FIT_STEPS):
+        q = P.price(lam, lv if lv.size < P.n else None)
+        q *= need0
+        q[unusable] = np.inf
+        k = np.argmin(q, axis=1)
+        del q
+        load = P.loads(lv, k, need[r, k])[:, 0]
+        over = float(np.maximum(load - room, 0.0)[fin].sum())
+        if over == 0.0:
+            return k
+        best, since = (over, 0) if over < 0.99 * best else (best, since + 1)
+        if since >= _ROW_FIT_STALL:
+            return None
+        rel = np.where(fin, load / np.where(fin, room, 1.0), 1.0)
+        lam = np.where(fin, np.maximum(lam * np.exp(0.5 / np.sqrt(1.0 + i / 5.0) * np.clip(rel - 1.0, -1.0, 1.0)),
+                                       1e-3 * float(lam.max())), 0.0)
+    return None
 
 
 def _level_start(P: SeparableProblem, opts: StructuredOptions, deadline: float | None, depth: int,

@@ -348,15 +348,16 @@ def recognize(lp: LinearProgram) -> tuple[SeparableProblem | None, str]:
     fast = _from_level_meta(lp)
     P, why = (fast, "") if fast is not None else _parse(lp)
     if P is not None:
-        P.warm = warm_from(lp.meta.get("structured_warm"), P.n, P.n_cap)
+        P.warm = warm_from(lp.meta.get("structured_warm"), P.n, P.n_cap, P.m)
     return P, why
 
 
-def warm_from(info: object, n: int, m: int) -> dict | None:
+def warm_from(info: object, n: int, m: int, n_types: int | None = None) -> dict | None:
     """A usable warm start from ``lp.meta["structured_warm"]``: the ``info["warm"]`` a
     level-mode structured solve returned for the same jobs (stage 1 for stage 2, the
-    previous step of finish-time fairness), with one price per coupling row (``m``).
-    Anything else is ignored."""
+    previous step of finish-time fairness), with one price per coupling row (``m``) and,
+    when it has one of shape ``(n, n_types)``, its allocation ``"X"``. Anything else is
+    ignored."""
     if not isinstance(info, dict):
         return None
     try:
@@ -369,7 +370,11 @@ def warm_from(info: object, n: int, m: int) -> dict | None:
         return None
     if rows.size and (rows.min() < 0 or rows.max() >= n):
         return None
-    return {"lam": lam, "master_rows": rows, "level": level}
+    out = {"lam": lam, "master_rows": rows, "level": level}
+    X = info.get("X")
+    if isinstance(X, np.ndarray) and X.shape == (n, n_types) and np.all(np.isfinite(X)):
+        out["X"] = X  # the earlier solve's allocation (same variables), kept by reference
+    return out
 
 
 class _Refused(Exception):

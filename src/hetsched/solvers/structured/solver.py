@@ -119,6 +119,11 @@ def _merge_duplicates(P: SeparableProblem):
     warm = None
     if P.warm is not None:
         warm = {**P.warm, "master_rows": np.unique(inv[P.warm["master_rows"]])}
+        if "X" in warm:  # copies share one row: their mean allocation meets what each met
+            Xw = np.zeros((first.size, P.m))
+            for k in range(P.m):
+                Xw[:, k] = np.bincount(inv, weights=warm["X"][:, k], minlength=first.size)
+            warm["X"] = Xw / np.bincount(inv)[:, None]
     Q = P.take(first, W=P.W[first] * count[:, None], Wx=P.Wx[first] * count[:, None],
                c=None if P.c is None else P.c[first] * count[:, None], warm=warm)
     return Q, inv, count
