@@ -36,7 +36,9 @@ def test_two_bidders_two_types_by_hand():
     2/3 of a GPU each; leftover 1/3 of each type.
     """
     res = partial_allocation([[2.0, 1.0], [1.0, 2.0]], [1, 1])
-    assert res.success and (res.solves, res.certified, res.classes) == (1, 3, 2)   # linear: Newton path
+    # linear values: the whole program is certified by Newton; with 2 classes (below
+    # NEWTON_MIN_CLASSES) each payment program is one conic solve
+    assert res.success and (res.solves, res.certified, res.classes) == (3, 1, 2)
     np.testing.assert_allclose(res.allocation, [[1, 0], [0, 1]], atol=1e-6)
     np.testing.assert_allclose(res.fractions, [2 / 3, 2 / 3], rtol=1e-7)
     np.testing.assert_allclose(res.kept, [[2 / 3, 0], [0, 2 / 3]], atol=1e-6)
@@ -92,9 +94,9 @@ def test_identical_bidders_form_one_class_and_match_distinct_solves():
     v = np.array([[1.0, 3.0]] * 4 + [[2.0, 1.0]])
     a = partial_allocation(v, [3, 2], demand=[2, 2, 2, 2, 3])
     b = partial_allocation(v * np.array([1, 2, 3, 4, 5])[:, None], [3, 2], demand=[2, 2, 2, 2, 3])
-    # linear values: one conic solve for the whole program; it and the two payment programs
-    # are certified by the Newton path
-    assert (a.classes, a.solves, a.certified) == (2, 1, 3)
+    # linear values: the whole program certified by Newton, the two payment programs (below
+    # NEWTON_MIN_CLASSES) solved conically
+    assert (a.classes, a.solves, a.certified) == (2, 3, 1)
     np.testing.assert_allclose(a.allocation, b.allocation, atol=1e-5)
     np.testing.assert_allclose(a.fractions, b.fractions, rtol=1e-6)
 
@@ -112,7 +114,7 @@ def test_abundant_offer_needs_no_solve_and_contended_one_does():
     np.testing.assert_allclose(res.fractions, [1, 1])
     np.testing.assert_allclose(res.log_nsw, np.log(4) + np.log(9))
     res = partial_allocation(v, [5, 1], demand=d)
-    assert (res.solves, res.certified) == (1, 3)
+    assert (res.solves, res.certified) == (3, 1)
     np.testing.assert_allclose(res.log_nsw, _cvxpy_nsw(v, np.array([5.0, 1.0]), d), atol=1e-6)
 
 
@@ -385,3 +387,22 @@ def test_random_workloads_drain(seed, f, one_type):
     res = hs.simulate(Themis(fairness_knob=f, lease_seconds=720.0), trace,
                       hs.Cluster.from_servers(counts, gpus_per_server=8), options=hs.SimOptions(seed=0))
     assert res.summary["n_completed"] == 8
+
+
+def test_batched_newton_payments_match_the_conic_payments(monkeypatch):
+    """40 distinct bidders (above NEWTON_MIN_CLASSES), 3 types, half the demand offered: the
+    payments computed by the batched Newton path equal those of one conic solve per class
+    (the path used below the threshold) to 1e-6, and the Newton path certified them all."""
+    import hetsched.schedulers.themis_auction as ta
+
+    rng = np.random.default_rng(7)
+    v = rng.uniform(0.1, 10.0, (40, 3))
+    d = rng.choice([1.0, 2.0, 4.0, 8.0], 40)
+    C = np.full(3, 20.0)
+    fast = partial_allocation(v, C, demand=d)
+    assert fast.success and fast.solves == 1 and fast.certified == 41
+    monkeypatch.setattr(ta, "NEWTON_MIN_CLASSES", 10**9)
+    slow = partial_allocation(v, C, demand=d)
+    assert slow.success and slow.solves == 41
+    np.testing.assert_allclose(fast.fractions, slow.fractions, rtol=1e-6, atol=1e-8)
+    np.testing.assert_allclose(fast.allocation, slow.allocation, atol=1e-6)

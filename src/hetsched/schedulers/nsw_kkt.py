@@ -66,6 +66,7 @@ class KKTLayout:
         self.Ak = np.zeros((nE, m))
         self.Ak[np.arange(nE), self.ek] = 1.0
         self.Ac = sp.csr_matrix((np.ones(nE), (np.arange(nE), self.ec)), shape=(nE, n))
+        self.AcT = self.Ac.T.tocsr()
         self.by_class = [self.eid[c][self.eid[c] >= 0] for c in range(n)]
         self.by_type = [self.eid[:, k][self.eid[:, k] >= 0] for k in range(m)]
 
@@ -101,9 +102,9 @@ class KKTLayout:
         r_e = np.where(kind == 1, f1, np.where(kind == 2, pin, x))
         load = (x * W[:, ec]) @ self.Ak
         r_p = np.where(P, load / self.Cs - 1.0, p)
-        held = (self.Ac.T @ x.T).T
+        held = (self.AcT @ x.T).T
         r_l = np.where(Lm, held[:, self.lc] / self.d[self.lc] - 1.0, z[:, self.o_l:self.o_b])
-        u = (self.Ac.T @ (x * self.ev).T).T
+        u = (self.AcT @ (x * self.ev).T).T
         r_b = np.where(gone, beta - beta0, beta * u - 1.0)
         return np.concatenate([r_e, r_p, r_l, r_b], axis=1)
 

@@ -107,6 +107,10 @@ __all__ = ["AuctionResult", "ValuationTables", "partial_allocation", "valuation_
 
 log = logging.getLogger(__name__)
 
+#: Fewest bidder classes for which the payment programs go to the batched Newton path
+#: (:mod:`.nsw_removals`); below it one conic solve each is faster (10 distinct bidders:
+#: 8 ms conic against 43 ms batched, measured; 50: 155 ms against 114 ms).
+NEWTON_MIN_CLASSES = 32
 #: A solver's payment fraction may exceed 1 by at most this before it is an error (c <= 1
 #: holds exactly; more than this is a solve that is not optimal).
 FRACTION_TOL = 1e-6
@@ -533,7 +537,7 @@ def partial_allocation(values: Any = None, offered: Any = None, *, tables: Valua
             log_nsw = nsw + float(np.log(scale).sum())
             frac_c = np.empty(n_cls)
             fast: list[Any] = [None] * n_cls
-            if base is not None:
+            if base is not None and n_cls >= NEWTON_MIN_CLASSES:
                 fast = solve_removals(V, mult.astype(float), cd, C, base, np.arange(n_cls))
             for c in range(n_cls):
                 m2 = mult.copy()
