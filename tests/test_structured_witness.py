@@ -171,3 +171,12 @@ def test_property_hard_family_two_stages(seed: int, n: int, m: int, policy: str,
     caplog.clear()
     with caplog.at_level(logging.DEBUG, logger=FLOOR_LOG):
         agree(policy, jobs, cluster)
+
+
+@pytest.mark.parametrize("coarse_rounds", [0, 2])
+def test_stabilized_prices_past_the_regroup_rounds(coarse_rounds: int) -> None:
+    """While the best gap is coarse, rounds that move violators into the master price at
+    the stabilized point too (here stage 2's rounds 2-4 with ``floor_coarse_rounds=0``,
+    round 4 at gap 8e-2 with 2): the violators differ, the optimum does not."""
+    jobs, cluster = hard_jobs(1200, 10, 2)
+    agree("max_min_fairness", jobs, cluster, options={**SMALL, "floor_coarse_rounds": coarse_rounds})
