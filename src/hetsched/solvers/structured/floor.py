@@ -33,29 +33,13 @@ from dataclasses import dataclass, replace
 import numpy as np
 
 from .level import solve_level
-from .master import (
-    Aggregate,
-    compact,
-    most_violated,
-    n_bins,
-    ratio_bin,
-    read_master,
-    sample_rows,
-    subproblem,
-    whole_lp_prices,
-)
+from .master import (Aggregate, compact, most_violated, n_bins, ratio_bin, read_master, sample_rows, subproblem,
+                     whole_lp_prices)
 from .options import StructuredOptions, StructuredResult
 from .pricing import PAIR, SINGLE, FloorChoice, floor_best
 from .problem import SeparableProblem
-from .rounds import (
-    certify,
-    iteration_limit,
-    master_failed,
-    out_of_time,
-    record_round,
-    solve_round_master,
-    store_solution,
-)
+from .rounds import (certify, iteration_limit, master_failed, out_of_time, record_round, solve_round_master,
+                     store_solution)
 
 __all__ = ['TIGHT_LEVEL', 'solve_floor']
 

@@ -30,28 +30,12 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .master import (
-    Aggregate,
-    compact,
-    most_violated,
-    n_bins,
-    ratio_bin,
-    read_master,
-    sample_rows,
-    subproblem,
-    whole_lp_prices,
-)
+from .master import (Aggregate, compact, most_violated, n_bins, ratio_bin, read_master, sample_rows, subproblem,
+                     whole_lp_prices)
 from .options import StructuredOptions, StructuredResult
 from .problem import SeparableProblem
-from .rounds import (
-    certify,
-    iteration_limit,
-    master_failed,
-    out_of_time,
-    record_round,
-    solve_round_master,
-    store_solution,
-)
+from .rounds import (certify, iteration_limit, master_failed, out_of_time, record_round, solve_round_master,
+                     store_solution)
 
 __all__ = ['solve_level']
 
