@@ -31,7 +31,7 @@ from __future__ import annotations
 import numpy as np
 import scipy.sparse as sp
 
-__all__ = ["KKTLayout", "slacks", "switch"]
+__all__ = ["KKTLayout", "cycle_broken", "slacks", "switch"]
 
 
 class KKTLayout:
@@ -229,3 +229,13 @@ def switch(lay: KKTLayout, support, elements: np.ndarray):
     sc = elements[elements >= nm + lay.m] - nm - lay.m
     L[sc] = ~L[sc]
     return E, P, L, F, D
+
+
+def cycle_broken(v: np.ndarray, D: np.ndarray, beta: np.ndarray, p: np.ndarray, lam: np.ndarray,
+                 tol: float) -> bool:
+    """Whether a dropped edge's price equation (``D``, see the module) no longer holds at
+    ``beta, p, lam`` to relative ``tol``: it repeats the others only while its cycle stays
+    degenerate (no class on it became capped), so the reduction must be made afresh."""
+    dc, dk = np.nonzero(D)
+    bang, price = v[dc, dk] * beta[dc], p[dk] + lam[dc]
+    return bool((np.abs(bang - price) > tol * np.maximum(price, bang)).any())

@@ -62,7 +62,7 @@ from dataclasses import dataclass
 import numpy as np
 import scipy.sparse.linalg as spla
 
-from .nsw_kkt import KKTLayout, slacks, switch
+from .nsw_kkt import KKTLayout, cycle_broken, slacks, switch
 
 __all__ = ["GAP_TOL", "LinearNSW", "certify_support", "degenerate", "nsw_bounds"]
 
@@ -330,16 +330,11 @@ def _certify_from(v, w, d, C, x0, p0, lam0, support):
         X[lay.ec, lay.ek] = x
         val, scale = slacks(lay, z, w, support)
         bad = val < -SUPPORT_TOL * scale
-        if not bad.any() and support[4].any():
-            # a dropped price equation must still hold (it repeats the others only while the
-            # cycle stays degenerate, e.g. no class on it became capped)
-            dc, dk = np.nonzero(support[4])
-            bang, price = v[dc, dk] * beta[dc], p[dk] + lam[dc]
-            if (np.abs(bang - price) > SUPPORT_TOL * np.maximum(price, bang)).any():
-                F, D = np.zeros_like(E), np.zeros_like(E)
-                p0, lam0 = p, lam
-                reduced = False
-                continue
+        if not bad.any() and cycle_broken(v, support[4], beta, p, lam, SUPPORT_TOL):
+            F, D = np.zeros_like(E), np.zeros_like(E)     # reduce afresh on the same support
+            p0, lam0 = p, lam
+            reduced = False
+            continue
         if not bad.any():
             lo, hi, xf = nsw_bounds(v, w, d, C, X, p, lam)
             if hi - lo <= GAP_TOL:

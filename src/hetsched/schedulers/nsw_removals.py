@@ -32,7 +32,7 @@ import logging
 import numpy as np
 import scipy.sparse.linalg as spla
 
-from .nsw_kkt import KKTLayout, slacks, switch
+from .nsw_kkt import KKTLayout, cycle_broken, slacks, switch
 from .nsw_newton import (
     GAP_TOL,
     MAX_SUPPORTS,
@@ -282,14 +282,11 @@ def solve_removals(v: np.ndarray, w: np.ndarray, d: np.ndarray, C: np.ndarray, b
         live = pr.w > 0
         _, p, lam, beta = (a[0] for a in lay.split(pr.z[None, :]))
         bad = val < -SUPPORT_TOL * scale
-        if not bad.any() and has_cycles and D.any():
-            dc, dk = np.nonzero(D & live[:, None])
-            bang, price = lay.v[dc, dk] * beta[dc], p[dk] + lam[dc]
-            if (np.abs(bang - price) > SUPPORT_TOL * np.maximum(price, bang)).any():
-                # a degenerate cycle broke (a class on it became capped): reduce afresh, same point
-                log.debug("nsw removals: class %d breaks a degenerate cycle", pr.c)
-                pr.switches += 1
-                return None if pr.switches <= 4 * MAX_SUPPORTS and configure(pr) else False
+        if not bad.any() and has_cycles and cycle_broken(lay.v, D & live[:, None], beta, p, lam, SUPPORT_TOL):
+            # a degenerate cycle broke (a class on it became capped): reduce afresh, same point
+            log.debug("nsw removals: class %d breaks a degenerate cycle", pr.c)
+            pr.switches += 1
+            return None if pr.switches <= 4 * MAX_SUPPORTS and configure(pr) else False
         if not bad.any():
             if pr.t >= 1.0:
                 return "certify"
