@@ -122,6 +122,30 @@ def load_model(h: Any, lp: LinearProgram) -> None:
         raise SolverError(f"HiGHS rejected program {lp.name!r} (passModel returned an error).")
 
 
+def set_start_basis(h: Any, col_status: np.ndarray, row_status: np.ndarray) -> bool:
+    """Give the loaded model of ``h`` a starting basis (``highspy.HighsBasisStatus`` values as
+    integers), marked *alien*: HiGHS completes a basis whose count of basic variables does
+    not match the rows, or that is singular, with slack columns. Returns whether HiGHS
+    accepted it (a rejected basis leaves the model to start cold)."""
+    import highspy
+
+    members = list(highspy.HighsBasisStatus.__members__.values())
+    by_value = {int(s): s for s in members}
+    basis = highspy.HighsBasis()
+    basis.col_status = [by_value[int(v)] for v in col_status]
+    basis.row_status = [by_value[int(v)] for v in row_status]
+    basis.alien = True
+    basis.valid = False
+    return h.setBasis(basis) != highspy.HighsStatus.kError
+
+
+def read_basis(h: Any) -> tuple[np.ndarray, np.ndarray]:
+    """(column statuses, row statuses) of the basis of ``h`` as int8 arrays."""
+    basis = h.getBasis()
+    return (np.fromiter(map(int, basis.col_status), dtype=np.int8, count=len(basis.col_status)),
+            np.fromiter(map(int, basis.row_status), dtype=np.int8, count=len(basis.row_status)))
+
+
 @register_backend
 class HighsBackend(Backend):
     """HiGHS (simplex, IPX interior point, PDLP, branch-and-cut MIP).
@@ -141,6 +165,12 @@ class HighsBackend(Backend):
     capabilities = Capabilities(mip=True, duals=True, warm_start=True, gap_option="mip_rel_gap",
                                 presolve_off=(("presolve", "off"),))
 
+    def __init__(self, *, start: tuple[np.ndarray, np.ndarray] | None = None, keep_basis: bool = False) -> None:
+        #: (column, row) statuses the simplex method starts from (:func:`set_start_basis`)
+        self.start = start
+        #: whether an optimal run's basis is returned in ``info["basis"]`` (:func:`read_basis`)
+        self.keep_basis = keep_basis
+
     def _prepare(self, lp: LinearProgram, *, time_limit: float | None, options: Mapping[str, Any] | None) -> Any:
         """A ``highspy.Highs`` with the defaults, ``time_limit`` and ``options`` set.
 
@@ -159,6 +189,8 @@ class HighsBackend(Backend):
 
         h, recheck = prepared
         load_model(h, lp)
+        if self.start is not None and not lp.is_mip and not set_start_basis(h, *self.start):
+            log.debug("highs %s: starting basis rejected; starting cold", lp.name)
         run_status, native = run_rechecked(h, lp.name, recheck=recheck, cold=True)
         status = map_status(native, _status_table())
         native_str = h.modelStatusToString(native)
@@ -178,8 +210,11 @@ class HighsBackend(Backend):
             row_dual = np.asarray(h.getSolution().row_dual, dtype=float)
         mip_gap = float(info.mip_gap) if lp.is_mip and has_solution else None
         objective = float(info.objective_function_value) if has_solution else float("nan")
+        extra = {"simplex_iterations": int(info.simplex_iteration_count), "ipm_iterations": int(info.ipm_iteration_count)}
+        if self.keep_basis and status == "optimal" and not lp.is_mip and h.getBasis().valid:
+            extra["basis"] = read_basis(h)
         return self._finish(
             lp, t0, log, "highs", status=status, x=x, objective=objective, has_solution=bool(has_solution),
             native_status=native_str, message=f"HiGHS: {native_str}", row_dual=row_dual, mip_gap=mip_gap,
-            info={"simplex_iterations": int(info.simplex_iteration_count), "ipm_iterations": int(info.ipm_iteration_count)},
+            info=extra,
         )

@@ -28,11 +28,15 @@ __all__ = ['Aggregate', 'build_master', 'compact', 'most_violated', 'n_bins', 'r
 log = logging.getLogger(__name__)
 
 
-def solve_master(lp: LinearProgram, deadline: float | None):
+def solve_master(lp: LinearProgram, deadline: float | None, start: tuple[np.ndarray, np.ndarray] | None = None,
+                 keep_basis: bool = False):
     """Solve a master LP with HiGHS: simplex when small, IPX with crossover when large; when
-    HiGHS fails (model status "Unknown" or "Not Set"), the other algorithm once. Returns a
-    :class:`~hetsched.solvers.base.SolverOutput`; a double failure is status
-    "numerical_error" (the backend then hands the program to a general solver)."""
+    HiGHS fails (model status "Unknown" or "Not Set"), the other algorithm once. With a
+    ``start`` basis ((column, row) statuses, :mod:`.basis`) the simplex method starts from
+    it first (:data:`WARM_SIMPLEX`). ``keep_basis``: an optimal run's basis comes back in
+    ``info["basis"]``. Returns a :class:`~hetsched.solvers.base.SolverOutput`; a double
+    failure is status "numerical_error" (the backend then hands the program to a general
+    solver)."""
     from ...errors import SolverError
     from ..base import SolverOutput
     from ..highs import HighsBackend
@@ -40,18 +44,24 @@ def solve_master(lp: LinearProgram, deadline: float | None):
     # primal simplex: on 36 masters from max-min, makespan and max-sum (1e5-3e5 jobs) it took
     # 3.4 s in all against 7.4 s for dual simplex and 6.6 s for IPX (docs/scaling.md)
     primal, ipx = {"solver": "simplex", "simplex_strategy": 4}, {"solver": "ipm", "run_crossover": "on"}
-    tries = (primal, ipx) if lp.n_vars < 20_000 else (ipx, primal)
+    tries = [(primal, None), (ipx, None)] if lp.n_vars < 20_000 else [(ipx, None), (primal, None)]
+    if start is not None:
+        tries.insert(0, (WARM_SIMPLEX, start))
     errors = []
-    for opts in tries:
+    for opts, basis in tries:
         remaining = None if deadline is None else max(1e-3, deadline - time.perf_counter())
         try:
-            return HighsBackend().solve(lp, time_limit=remaining, options=opts)
+            return HighsBackend(start=basis, keep_basis=keep_basis).solve(lp, time_limit=remaining, options=opts)
         except SolverError as exc:
             log.info("structured: HiGHS %s failed on a master LP (%s)", opts["solver"], exc)
             errors.append(f"{opts['solver']}: {exc}")
     return SolverOutput(status="numerical_error", x=np.full(lp.n_vars, np.nan), objective=float("nan"),
                         has_solution=False, native_status="failed", message="; ".join(errors), solve_s=0.0,
                         backend="highs")
+
+
+#: HiGHS options of a master started from the last round's basis.
+WARM_SIMPLEX = {"solver": "simplex", "simplex_strategy": 1}
 
 
 @dataclass
@@ -66,6 +76,7 @@ class Aggregate:
     cap: np.ndarray
     obj: np.ndarray
     link: np.ndarray | None = None  # (L, 2) pairs of columns with u_a + u_b <= 1 (floor mode)
+    keys: np.ndarray | None = None  # (G,) a column's identity across rounds (floor mode, :mod:`.basis`)
 
     @property
     def size(self) -> int:
@@ -282,11 +293,13 @@ def read_master(P, lp, out, maps):
     return X, lam, z, y, u
 
 
-def most_violated(rows: np.ndarray, excess: np.ndarray, tol: float, opts: StructuredOptions, n: int) -> np.ndarray:
+def most_violated(rows: np.ndarray, excess: np.ndarray, tol: float, opts: StructuredOptions, n: int,
+                  max_add: int | None = None) -> np.ndarray:
     """Rows whose (relative) violation exceeds ``tol``; at most ``max(max_add, n/50)`` of the
-    largest, so that a master built from poor prices does not swallow the whole problem."""
+    largest (``max_add``: ``opts.max_add`` unless given), so that a master built from poor
+    prices does not swallow the whole problem."""
     hit = np.flatnonzero(excess > tol)
-    cap = max(opts.max_add, n // 50)
+    cap = max(opts.max_add if max_add is None else max_add, n // 50)
     if hit.size > cap:
         hit = hit[np.argpartition(-excess[hit], cap - 1)[:cap]]
     return rows[np.sort(hit)]

@@ -14,6 +14,7 @@ from typing import Any
 
 import numpy as np
 
+from .basis import BasisMemo, capture_basis, start_basis
 from .master import Aggregate, build_master, solve_master
 from .options import StructuredOptions, StructuredResult
 from .problem import SeparableProblem
@@ -31,15 +32,23 @@ def out_of_time(res: StructuredResult, deadline: float | None, rnd: int) -> bool
 
 
 def solve_round_master(P: SeparableProblem, amb_idx: np.ndarray, res: StructuredResult, deadline: float | None,
-                       **master: Any):
+                       memo: BasisMemo | None = None, **master: Any):
     """Build the master over the master jobs ``amb_idx`` (``master``: the keywords of
-    :func:`~.master.build_master`) and solve it, timed into ``res.master_s``.
+    :func:`~.master.build_master`) and solve it, timed into ``res.master_s``. With a
+    ``memo`` (floor mode) the master starts from the last round's basis when there is one
+    and leaves its own there.
 
     Returns the program, its variable maps and the solver's outcome.
     """
     t_m = time.perf_counter()
     lp, maps = build_master(P, amb_idx, **master)
-    out = solve_master(lp, deadline)
+    start = None
+    if memo is not None and memo.last is not None and lp.n_vars >= memo.min_vars:
+        start = start_basis(P, amb_idx, lp, maps, master.get("agg"), memo.last)
+    out = solve_master(lp, deadline, start=start, keep_basis=memo is not None)
+    if memo is not None:
+        basis = out.info.get("basis") if out.info else None
+        memo.last = None if basis is None else capture_basis(P, amb_idx, lp, maps, master.get("agg"), *basis)
     res.master_s += time.perf_counter() - t_m
     return lp, maps, out
 
