@@ -57,7 +57,7 @@ def structured_options(options: Mapping[str, Any] | None) -> tuple[StructuredOpt
         if key in opts:
             check_real(opts[key], f"options[{key!r}]", low=1.0, low_open=True)
     for key, low in (("sample_factor", 2), ("base_size", 1), ("max_rounds", 1), ("coarse_rounds", 0), ("floor_coarse_rounds", 0), ("seed", 0),
-                     ("lagrangian_iters", 1), ("max_add", 1), ("floor_max_add", 1)):
+                     ("lagrangian_iters", 1), ("max_add", 1)):
         if key in opts:
             check_int(opts[key], f"options[{key!r}]", low=low)
     if "init" in opts:

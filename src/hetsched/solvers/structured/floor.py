@@ -603,7 +603,7 @@ def _floor_pricing(P: SeparableProblem, lam: np.ndarray, fj: np.ndarray, ent: li
         size += (np.abs(ck) + p) * a
     scale_f = size + np.abs(full.value[fj])
     excess = (full.value[fj] - cur) / (scale_f + 1e-300)
-    return full, upper, most_violated(fj, excess, 1e-9, opts, P.n, opts.floor_max_add)
+    return full, upper, most_violated(fj, excess, 1e-9, opts, P.n)
 
 
 def _tight_prices(P: SeparableProblem, lam1: np.ndarray) -> np.ndarray:

@@ -293,13 +293,11 @@ def read_master(P, lp, out, maps):
     return X, lam, z, y, u
 
 
-def most_violated(rows: np.ndarray, excess: np.ndarray, tol: float, opts: StructuredOptions, n: int,
-                  max_add: int | None = None) -> np.ndarray:
+def most_violated(rows: np.ndarray, excess: np.ndarray, tol: float, opts: StructuredOptions, n: int) -> np.ndarray:
     """Rows whose (relative) violation exceeds ``tol``; at most ``max(max_add, n/50)`` of the
-    largest (``max_add``: ``opts.max_add`` unless given), so that a master built from poor
-    prices does not swallow the whole problem."""
+    largest, so that a master built from poor prices does not swallow the whole problem."""
     hit = np.flatnonzero(excess > tol)
-    cap = max(opts.max_add if max_add is None else max_add, n // 50)
+    cap = max(opts.max_add, n // 50)
     if hit.size > cap:
         hit = hit[np.argpartition(-excess[hit], cap - 1)[:cap]]
     return rows[np.sort(hit)]

@@ -35,10 +35,8 @@ class StructuredOptions:
         While the certified gap exceeds ``coarse_gap``, the first ``coarse_rounds`` (level
         mode) or ``floor_coarse_rounds`` (floor mode) master solves only re-assign the fixed
         jobs to the new prices instead of moving violators into the master.
-    max_add, floor_max_add : int
-        Most jobs moved into the master per round (or n/50 if larger): the most violated;
-        ``floor_max_add`` in floor mode, whose masters start from the last round's basis
-        (:mod:`.basis`), so that smaller steps cost less there.
+    max_add : int
+        Most jobs moved into the master per round (or n/50 if larger): the most violated.
     seed : int
         Seed of the job sample (results are deterministic for a seed).
     init : str
@@ -62,7 +60,6 @@ class StructuredOptions:
     group_ratio: float = 1.15
     column_ratio: float = 1.25
     max_add: int = 2_000
-    floor_max_add: int = 500
     coarse_gap: float = 1e-3
     coarse_rounds: int = 6
     floor_coarse_rounds: int = 2
