@@ -139,9 +139,12 @@ def set_start_basis(h: Any, col_status: np.ndarray, row_status: np.ndarray) -> b
     return h.setBasis(basis) != highspy.HighsStatus.kError
 
 
-def read_basis(h: Any) -> tuple[np.ndarray, np.ndarray]:
-    """(column statuses, row statuses) of the basis of ``h`` as int8 arrays."""
+def read_basis(h: Any) -> tuple[np.ndarray, np.ndarray] | None:
+    """(column statuses, row statuses) of the basis of ``h`` as int8 arrays (None when HiGHS
+    holds no valid basis, as after an interior-point run without crossover)."""
     basis = h.getBasis()
+    if not basis.valid:
+        return None
     return (np.fromiter(map(int, basis.col_status), dtype=np.int8, count=len(basis.col_status)),
             np.fromiter(map(int, basis.row_status), dtype=np.int8, count=len(basis.row_status)))
 
@@ -211,7 +214,7 @@ class HighsBackend(Backend):
         mip_gap = float(info.mip_gap) if lp.is_mip and has_solution else None
         objective = float(info.objective_function_value) if has_solution else float("nan")
         extra = {"simplex_iterations": int(info.simplex_iteration_count), "ipm_iterations": int(info.ipm_iteration_count)}
-        if self.keep_basis and status == "optimal" and not lp.is_mip and h.getBasis().valid:
+        if self.keep_basis and status == "optimal" and not lp.is_mip:
             extra["basis"] = read_basis(h)
         return self._finish(
             lp, t0, log, "highs", status=status, x=x, objective=objective, has_solution=bool(has_solution),

@@ -74,10 +74,9 @@ class MasterBasis:
 @dataclass
 class BasisMemo:
     """The last solved master's basis (None before any, or after a master that ended
-    without one), and the least master size, in variables, started from it."""
+    without one)."""
 
     last: MasterBasis | None = None
-    min_vars: int = 0
 
 
 def _keyed(keys: np.ndarray | None, status: np.ndarray) -> tuple[np.ndarray, np.ndarray]:

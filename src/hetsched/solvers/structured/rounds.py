@@ -43,7 +43,7 @@ def solve_round_master(P: SeparableProblem, amb_idx: np.ndarray, res: Structured
     t_m = time.perf_counter()
     lp, maps = build_master(P, amb_idx, **master)
     start = None
-    if memo is not None and memo.last is not None and lp.n_vars >= memo.min_vars:
+    if memo is not None and memo.last is not None:
         start = start_basis(P, amb_idx, lp, maps, master.get("agg"), memo.last)
     out = solve_master(lp, deadline, start=start, keep_basis=memo is not None)
     if memo is not None:
