@@ -41,12 +41,11 @@ Which active jobs cannot rise above :math:`t^\star`?
 Stuck jobs are frozen at :math:`t^\star` less a small numerical margin (row
 :math:`\mathrm{share}_f \ge t^\star - \epsilon`, :math:`\epsilon` = 1e-9 relative plus the
 solver's measured violation times the row's coefficients; see :func:`water_fill`) and the next
-level is solved; every level freezes at least one job, so there are at most n levels. Every LP is the same model changed in place (costs and
-bounds; a frozen group's floor sits in a row of its own, and only a freeze of many groups
-at once zeroes their rows' t coefficients) and re-solved from the previous basis (HiGHS
-dual simplex; primal simplex after a cap search or a large freeze, whose last point stays
-feasible, and whenever dual simplex calls the program infeasible); the first one, and cap
-probes that move many rows, use IPX with crossover when large. Identical jobs are merged by the
+level is solved; every level freezes at least one job, so there are at most n levels. Every LP is the same model changed in place (costs, bounds, a
+coefficient per frozen row) and re-solved from the previous basis (HiGHS dual simplex;
+primal simplex right after a freeze on duals alone, whose last point stays feasible, and
+whenever dual simplex calls the program infeasible); the first one uses IPX with
+crossover when large. Identical jobs are merged by the
 core's aggregation first; the lexicographic optimum is symmetric, so this is exact.
 
 In numpy, for the final X: ``shares = (a * X).sum(1)``; the objective reported is
@@ -89,14 +88,6 @@ __all__ = ["MaxMinFairnessWaterFilling"]
 #: A level is re-imposed this many times the worst level lift the solver's violations allow
 #: below itself (see :meth:`_LevelModel.margin`).
 MARGIN_FACTOR = 4.0
-
-#: A cap probe that moves more level-row bounds than this re-solves cold (see
-#: :meth:`_LevelModel.probe_mode`).
-COLD_PROBE_ROWS = 1000
-
-#: Freezing more groups than this at once zeroes their rows' t coefficients and re-solves
-#: with primal simplex (see :meth:`_LevelModel.freeze`).
-FREE_FREEZE_ROWS = 32
 
 #: HiGHS ``simplex_strategy`` values: dual simplex (its default) and primal simplex.
 SIMPLEX_DUAL, SIMPLEX_PRIMAL = 1, 4
@@ -379,6 +370,7 @@ def _fill_level(fill: _Fill) -> WaterFill | None:
             # (it rises unless they are), which costs one LP where slack LPs cost several
             lv.stuck = stuck
             fill.open_level = lv
+            model.primal_first = True
     if lv.stuck is None or not new:
         stopped = _slack_lps(fill, out, lv)
         if stopped is not None:
@@ -497,20 +489,12 @@ def _cap_search(model: _LevelModel, out, level: float, margin: float, active: np
         return None
     vals = np.unique(caps[active])
     best_i, best_out, best_margin = 0, out, margin
-    # probes ask for the level c less the smallest margin a point can get (violation 1e-3
-    # ptol) and count a rise to c less the margin the probe's own point gets, at least 2e-3
-    # ptol's worth (a shortfall of rounding size is no shortfall)
-    low = 1e-3 * model.violation_lift(active)
     lo, hi = 1, vals.size - 1
     # when the last search froze few caps, gallop up from the lowest cap (first step: what
     # it froze) until a probe fails; otherwise (and after that) bisect, taking the guesses
     # failed probes give (_binding_cap_guess) while they fall inside the bracket
     step = _gallop_step(model.cap_hint, vals.size)
     gallop, guess = step > 0, None
-    # the basis of the best point so far (the level LP's, then the last reachable probe's):
-    # the level LP after the search starts there rather than at the last probe's, which
-    # may have failed far from it (water filling 8,192 x 3 hard: 25,700 iterations, 63 s)
-    best_basis, last_best = model.basis(), True
     try:
         while lo <= hi and model.solves < max_lps:
             guessed = guess is not None and lo <= guess <= hi
@@ -522,19 +506,15 @@ def _cap_search(model: _LevelModel, out, level: float, margin: float, active: np
                 mid = (lo + hi) // 2
             guess = None
             c = float(vals[mid])
-            tau = c - (STAGE2_RELATIVE_SLACK * abs(c) + low)
-            model.probe_mode(active, c, tau)
+            # every active row is set: a row asked for u_g / c' by an earlier probe is reset
+            model.set_level_coefficients(active, np.minimum(caps[active] / c, 1.0))
             probe = solve_feasible(lambda factor: None)
             if not probe.success:
                 return None
-            # the level every active row reached at once: tau less the largest shortfall
-            # (slack s_g <= 0) per unit of the level the row asks for, min(u_g, c) / c
-            short = -probe.x[model.s_cols][active] / (model.weight[active] * np.minimum(caps[active], c) / c)
-            t = tau - max(float(short.max()), 0.0)
-            m = max(model.margin(probe.x, c, active), STAGE2_RELATIVE_SLACK * abs(c) + 2.0 * low)
-            last_best = t >= c - m
-            if last_best:
-                best_i, best_out, best_margin, best_basis = mid, probe, m, model.basis()
+            t = float(probe.x[model.t])
+            m = model.margin(probe.x, c, active)
+            if t >= c - m:
+                best_i, best_out, best_margin = mid, probe, m
                 lo = mid + 1
                 step = 2 * step if (step and gallop) else 0
             else:
@@ -544,11 +524,7 @@ def _cap_search(model: _LevelModel, out, level: float, margin: float, active: np
                 # bracket, so a search costs O(log) probes whatever the guesses
                 guess = None if guessed else _binding_cap_guess(model, probe, active, c, t, vals)
     finally:
-        model.restore_level_rows(active)
-        if not last_best:
-            model.restore_basis(best_basis)
-        # a reachable probe's point stays feasible in the level LP: primal simplex
-        model.primal_first = best_i > 0 and model.session is not None
+        model.set_level_coefficients(active, np.ones(int(active.sum())))
     model.cap_hint = best_i
     c = float(vals[best_i])
     groups = active & (caps <= c)
@@ -614,10 +590,6 @@ class _LevelModel:
                 vals=np.concatenate([a[X.job, X.gpu], -weight, -np.ones(n_groups)]),
                 lb=0.0, ub=np.inf, n_rows=n_groups,
             ) + g
-            # one floor row per group (free while the group is active): freezing a group frees
-            # its level row and sets this row's floor, bound changes only (see :meth:`freeze`)
-            self.floor_rows = b.add_rows(rows=group_of[X.job], cols=X.cols, vals=a[X.job, X.gpu], lb=-np.inf,
-                                         ub=np.inf, n_rows=n_groups) + g
             if totals is not None:
                 h_of, coef, floors = totals
                 b.add_rows(rows=np.asarray(h_of)[X.job], cols=X.cols, vals=coef[X.job, X.gpu],
@@ -639,16 +611,11 @@ class _LevelModel:
         self.c, self.col_lb, self.col_ub = lp.c.copy(), lp.col_lb.copy(), lp.col_ub.copy()
         self.row_lb = lp.row_lb.copy()
         self.A = lp.A.copy()
-        # position of each level row's t coefficient inside A.data (zeroed when many groups
-        # freeze at once) (level rows are consecutive and each holds t once: group order)
+        # position of each level row's t coefficient inside A.data (to zero it on freezing)
+        # (level rows are consecutive and each holds t once, so row order is group order)
         row_of_entry = np.repeat(np.arange(self.A.shape[0]), np.diff(self.A.indptr))
         in_level = (row_of_entry >= self.level_rows[0]) & (row_of_entry <= self.level_rows[-1])
         self.t_pos = np.flatnonzero(in_level & (self.A.indices == self.t))
-        #: the next warm re-solve starts with primal simplex (set when a cap search restores
-        #: the basis of a reachable probe, whose point stays feasible)
-        self.primal_first = False
-        #: the next solve starts cold (set by a probe that moves many rows)
-        self.cold_next = False
         # per group: sum of |share coefficients| / W_g, what a violation of eps on every
         # variable bound can add to the group's level
         self.level_l1 = np.bincount(group_of[X.job], weights=np.abs(a[X.job, X.gpu]),
@@ -663,60 +630,22 @@ class _LevelModel:
         # its best type): sum_j max_k a_jk / W_g
         self.caps = np.bincount(group_of, weights=np.where(a > 0, a, 0.0).max(axis=1, initial=0.0),
                                 minlength=n_groups) / weight
-        self.tmax = float(self.caps.max(initial=0.0))
         #: caps the last cap search froze above the lowest (None before the first search)
         self.cap_hint: int | None = None
+        #: the next warm re-solve starts with primal simplex (set after a freeze on duals
+        #: alone: the last point still meets every row)
+        self.primal_first = False
 
-    def probe_mode(self, active: np.ndarray, c: float, tau: float) -> None:
-        """Cap probe at ``c``: t fixed at ``tau``; each active group's level row asks for
-        ``W_g min(u_g, c) tau / c`` (through its lower bound) and may fall short by its slack
-        ``s_g <= 0``; the objective maximizes the sum of the slacks (0 iff every active group
-        can hold ``min(u_g, c) tau / c`` at once).
-
-        Bounds and costs only: asking for it through the rows' t coefficients (the program
-        ``max t`` with ``u_g / c`` on capped rows) made HiGHS rebuild its simplex data for
-        every probe, and on water filling 8,192 x 3 hard each probe then took 1,000-10,000
-        iterations (3-17 s).
-        """
-        idx = np.flatnonzero(active)
-        self._costs(np.array([self.t]), 0.0)
-        self._bounds(np.array([self.t]), tau, tau)
-        self._costs(self.s_cols, active.astype(float))
-        self._bounds(self.s_cols, np.where(active, -np.inf, 0.0), 0.0)
-        moved = self._level_lbs(idx, self.weight[idx] * tau * (np.minimum(self.caps[idx] / c, 1.0) - 1.0))
-        # a probe that moves many rows' bounds re-solves cold (as the first LP: IPX with
-        # crossover when large): on water filling 8,192 x 3 hard warm dual simplex took
-        # 600-12,000 iterations per probe (1-16 s), while the cold first solve takes ~1.5 s
-        self.cold_next = moved > COLD_PROBE_ROWS
-
-    def basis(self):
-        """The session's current basis (None in rebuild mode)."""
-        return self.session.h.getBasis() if self.session is not None else None
-
-    def restore_basis(self, basis) -> None:
-        """Start the next warm re-solve from ``basis``."""
-        if self.session is not None and basis is not None:
-            self.session.h.setBasis(basis)
-
-    def restore_level_rows(self, active: np.ndarray) -> None:
-        """Active level rows back to ``>= 0`` (after cap probes)."""
-        idx = np.flatnonzero(active)
-        self._level_lbs(idx, np.zeros(idx.size))
-
-    def _level_lbs(self, idx: np.ndarray, lb: np.ndarray) -> int:
-        rows = self.level_rows[idx]
-        changed = self.row_lb[rows] != lb  # only bounds that move reach the solver
-        rows, lb = rows[changed], lb[changed]
-        self.row_lb[rows] = lb
-        if self.session is not None and rows.size:
-            self.session.set_row_bounds(rows, lb, np.inf)
-        return int(rows.size)
-
-    def violation_lift(self, active: np.ndarray) -> float:
-        """``MARGIN_FACTOR`` times the most a violation of ``ptol`` on every bound and row
-        can lift an active group's level (the violation part of :meth:`margin` at its largest)."""
-        spread = float(self.level_l1[active].max()) + 1.0 / float(self.weight[active].min()) if active.any() else 1.0
-        return MARGIN_FACTOR * self.ptol * spread
+    def set_level_coefficients(self, groups: np.ndarray, factor: np.ndarray) -> None:
+        """Level rows of ``groups`` (boolean mask) read ``... - W_g factor_g t``: the group is
+        asked for ``factor_g`` times the level (1 restores the plain row)."""
+        idx = np.flatnonzero(groups)
+        vals = -self.weight[idx] * factor
+        changed = self.A.data[self.t_pos[idx]] != vals  # only coefficients that move reach the solver
+        idx, vals = idx[changed], vals[changed]
+        self.A.data[self.t_pos[idx]] = vals
+        if self.session is not None and idx.size:
+            self.session.set_coeffs(self.level_rows[idx], self.t, vals)
 
     def violation(self, x: np.ndarray) -> float:
         """Largest bound or row violation of ``x`` in the current program (0 when feasible)."""
@@ -760,7 +689,7 @@ class _LevelModel:
         """Objective max t; slacks off."""
         self._costs(np.array([self.t]), 1.0)
         self._costs(self.s_cols, 0.0)
-        self._bounds(np.array([self.t]), 0.0, self.tmax)
+        self._bounds(np.array([self.t]), 0.0, np.inf)
         self._bounds(self.s_cols, 0.0, 0.0)
 
     def slack_mode(self, undecided: np.ndarray, cap: float, floor: float) -> None:
@@ -771,51 +700,24 @@ class _LevelModel:
         self._bounds(self.s_cols, 0.0, np.where(undecided, cap, 0.0))
 
     def freeze(self, stuck: np.ndarray, floor: np.ndarray) -> None:
-        """``stuck`` groups keep ``share >= floor`` (one floor per stuck group) and leave the level.
-
-        Their floor rows take the floor and their level rows are loosened until implied by
-        it: bound changes only.
-        Zeroing the t coefficient instead (t is basic) made HiGHS treat the basis as alien
-        and rebuild the simplex data before every level LP: on hierarchical 2,048 x 3 hard
-        seed 2, 544 such re-solves of 8 primal iterations (median) took 43 ms each.
-        """
-        rows, frows = self.level_rows[stuck], self.floor_rows[stuck]
-        if rows.size > FREE_FREEZE_ROWS:
-            # many rows at once: the rows lose t and keep the floor themselves, which keeps
-            # the last point and the rows' statuses, and primal simplex continues from there
-            # (the first level of hierarchical 2,048 x 3 hard seed 0 freezes 1,037 jobs: 5
-            # primal iterations; 2,430 dual ones with the bounds below, 1,049 primal ones
-            # with free level rows)
-            self.A.data[self.t_pos[stuck]] = 0.0
-            self.row_lb[rows] = floor
-            if self.session is not None:
-                self.session.set_coeffs(rows, self.t, 0.0)
-                self.session.set_row_bounds(rows, floor, np.inf)
-                self.primal_first = True
-            return
-        if self.primal_first:
-            # after a reachable cap probe (primal simplex next): free level rows keep its point
-            lvl = np.full(rows.shape, -np.inf)
-        else:
-            # t <= tmax, so the level row loosened to floor - W_g tmax is implied by the floor
-            # row; unlike a free row it keeps its nonbasic status and the basis dual feasible
-            lvl = np.minimum(floor - self.weight[stuck] * self.tmax, 0.0)
-        self.row_lb[rows] = lvl
-        self.row_lb[frows] = floor
+        """Rows of ``stuck`` groups lose t and keep ``row >= floor`` (one floor per stuck group)."""
+        rows = self.level_rows[stuck]
+        self.A.data[self.t_pos[stuck]] = 0.0
+        self.row_lb[rows] = floor
         if self.session is not None:
-            self.session.set_row_bounds(rows, lvl, np.inf)
-            self.session.set_row_bounds(frows, floor, np.inf)
+            self.session.set_coeffs(rows, self.t, 0.0)
+            self.session.set_row_bounds(rows, floor, np.inf)
 
     def _warm_solve(self) -> SolverOutput:
         """Re-solve from the current basis with dual simplex (primal simplex when
-        :attr:`primal_first` is set, once); when that ends "infeasible", restore the basis it
-        started from and re-solve with the other one.
+        :attr:`primal_first` is set, once); when that ends "infeasible", restore the basis
+        it started from and re-solve with the other one.
 
-        The program is feasible by construction. Freezes and cap probes change bounds and
-        costs only (:meth:`freeze`, :meth:`probe_mode`), which keep the basis dual feasible
-        or nearly so; when dual simplex still calls the program infeasible (it ran
-        1,000-3,000 iterations into such a verdict after the t coefficient was zeroed on
-        freezing), primal simplex from the same basis usually ends in a few iterations.
+        The program is feasible by construction. On the hard family, after a group froze
+        (its row lost t: the basis turns dual infeasible, the last point stays feasible),
+        dual simplex ran 1,000-3,000 iterations into a false "infeasible" on 15 of 40
+        level LPs, and the cold re-solve that followed took 0.2-0.3 s each; primal simplex
+        from the same basis finished 14 of them in 1-15 iterations (about 3 ms).
         """
         h = self.session.h
         basis = h.getBasis()
@@ -830,7 +732,6 @@ class _LevelModel:
     def solve(self, cold: bool = False):
         """Solve the current program (warm re-solve or fresh program; ``cold``: drop the basis)."""
         self.solves += 1
-        cold, self.cold_next = cold or self.cold_next, False
         if self.session is not None:
             if self.session.n_runs == 0 or cold:
                 if cold:
