@@ -15,7 +15,7 @@ import re
 import numpy as np
 import pytest
 from checker import assert_feasible
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 from scipy.optimize import linprog
 
@@ -153,12 +153,24 @@ def assert_matches_reference(T, s, w, C, entity, W, res, tol=1e-5):
     got_totals = np.bincount(entity, weights=(u * res.X).sum(1), minlength=len(W))
     present = np.unique(entity)
     atol = tol * max(1.0, float(np.abs(shares).max()))
-    np.testing.assert_allclose(got_totals[present], totals[present], rtol=tol, atol=atol)
+    # every entity keeps its level from the entity stage (less the 1e-7 slack the job stage
+    # may spend) ...
+    assert np.all(got_totals[present] >= totals[present] * (1.0 - 1e-6) - 1e-9), (got_totals, totals)
+    # ... and its final total is what the reference's job shares add up to: the job stage may
+    # lift a total above its entity-stage level, by far more than 1e-7 (found by Hypothesis:
+    # entity 1 giving up 3e-7 of its slack let a gang-4 job of entity 0 gain 9e-5, in both
+    # solvers alike)
+    ref_totals = np.bincount(entity, weights=w * shares, minlength=len(W))
+    np.testing.assert_allclose(got_totals[present], ref_totals[present], rtol=tol, atol=atol)
     np.testing.assert_allclose((a * res.X).sum(1), shares, rtol=tol, atol=atol)
 
 
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(hard_instances())
+@example((np.array([[0.0, 5.61219856, 5.63994928], [0.0, 4.01916557, 4.56159017],
+                    [1.55530766, 10.3522526, 28.07735927], [1.39956679, 5.32196254, 0.5]]),
+          np.array([1, 1, 4, 1]), np.array([1.0, 1.0, 5.0, 1.0]), np.array([1.0, 3.0, 4.0]),
+          np.array([1, 0, 0, 1]), np.array([1.0, 1.0])))
 def test_hierarchical_matches_slow_reference_on_hard_instances(inst):
     """Each entity's total and each job's share equal the reference's (the lexicographic
     optimum is unique in the shares, so they are compared job by job)."""
