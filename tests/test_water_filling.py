@@ -284,3 +284,48 @@ def test_cap_search_shortcuts_change_nothing_but_the_lp_count(seed, policy, monk
     assert fast.success and plain.success
     a = shares_matrix(T, jobs.scale_factors, np.ones(n), cluster.capacities(jobs.gpu_types))
     np.testing.assert_allclose(np.sort((a * fast.X).sum(1)), np.sort((a * plain.X).sum(1)), rtol=1e-6, atol=1e-9)
+
+
+@pytest.mark.parametrize("policy", ["max_min_fairness_water_filling", "hierarchical_max_min_fairness"])
+def test_cap_search_survives_failed_probes(policy, monkeypatch):
+    """A cap probe the solver fails on counts as out of reach (no cold re-solve): with every
+    other probe made to fail, the search freezes fewer caps per level and the result keeps
+    the same shares and the "optimal" status."""
+    import hetsched.formulations.water_filling as wf
+    from hetsched.solvers.base import SolverOutput
+
+    rng = np.random.default_rng(77)
+    n = 200
+    T = np.exp(rng.normal(0.0, 1.0, (n, 3)))
+    kw = {"entities": rng.choice(["a", "b", "c"], n)} if policy.startswith("hier") else {}
+    jobs = hs.JobSet(T, gpu_types=["g0", "g1", "g2"], scale_factors=rng.choice([1, 2], n), **kw)
+    cluster = hs.Cluster({"g0": n // 2, "g1": n // 2, "g2": n // 2})
+    plain = hs.solve(policy, jobs, cluster, aggregate=False)
+    calls = {"probes": 0, "failed": 0}
+    search = wf._cap_search
+
+    def failing_search(model, *args, **kw):
+        real = model.solve
+
+        def solve(cold=False):
+            calls["probes"] += 1
+            if calls["probes"] % 2:
+                model.solves += 1
+                calls["failed"] += 1
+                return SolverOutput(status="infeasible", x=np.full(model.lp.n_vars, np.nan), objective=float("nan"),
+                                    has_solution=False, native_status="Infeasible", message="made to fail",
+                                    solve_s=0.0, backend="highs")
+            return real(cold)
+
+        model.solve = solve
+        try:
+            return search(model, *args, **kw)
+        finally:
+            del model.solve
+
+    monkeypatch.setattr(wf, "_cap_search", failing_search)
+    hurt = hs.solve(policy, jobs, cluster, aggregate=False)
+    assert calls["failed"] > 0
+    assert plain.status == hurt.status == "optimal", hurt.message
+    a = shares_matrix(T, jobs.scale_factors, np.ones(n), cluster.capacities(jobs.gpu_types))
+    np.testing.assert_allclose(np.sort((a * hurt.X).sum(1)), np.sort((a * plain.X).sum(1)), rtol=1e-6, atol=1e-9)

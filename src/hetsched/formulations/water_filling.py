@@ -349,7 +349,7 @@ def _fill_level(fill: _Fill) -> WaterFill | None:
     level = float(out.x[model.t])
     margin = model.margin(out.x, level, fill.active)
     previous, fill.open_level = fill.open_level, None
-    capped = _cap_search(model, out, level, margin, fill.active, fill.solve_feasible, fill.max_lps)
+    capped = _cap_search(model, out, level, margin, fill.active, fill.max_lps)
     if capped is not None:
         # the level is some groups' own cap: freeze every group whose cap the level can
         # reach (at its cap, less the margin), all at once instead of one level each
@@ -463,8 +463,7 @@ def _finish(fill: _Fill) -> WaterFill:
                      len(fill.levels), model.solves, group_levels - fill.group_margins)
 
 
-def _cap_search(model: _LevelModel, out, level: float, margin: float, active: np.ndarray, solve_feasible,
-                max_lps: int):
+def _cap_search(model: _LevelModel, out, level: float, margin: float, active: np.ndarray, max_lps: int):
     r"""Groups frozen at their own caps when the level LP stopped at the lowest active cap.
 
     A group's level never exceeds its cap :math:`u_g` (every member's whole time on its best
@@ -480,8 +479,12 @@ def _cap_search(model: _LevelModel, out, level: float, margin: float, active: np
     after a failed probe (:func:`_binding_cap_guess`) while the guess falls inside the
     bracket (after a wrong guess it bisects once).
 
+    A probe the solver fails on (it is feasible by construction, so the solver erred) counts
+    as out of reach: no cold re-solve, the next probe starts from the basis the failed one
+    started from, and only caps a successful probe reached freeze.
+
     Returns ``(groups, floors, margins, out)`` (``out``: a solution meeting the floors) or
-    None when the level is below every active cap (capacity bound it) or a probe failed.
+    None when the level is below every active cap (capacity bound it) or time ran out.
     """
     caps = model.caps
     cmin = float(caps[active].min())
@@ -508,9 +511,20 @@ def _cap_search(model: _LevelModel, out, level: float, margin: float, active: np
             c = float(vals[mid])
             # every active row is set: a row asked for u_g / c' by an earlier probe is reset
             model.set_level_coefficients(active, np.minimum(caps[active] / c, 1.0))
-            probe = solve_feasible(lambda factor: None)
-            if not probe.success:
+            before = model.basis()
+            probe = model.solve()
+            if probe.status == "time_limit":
                 return None
+            if not probe.success:
+                # feasible by construction (t = 0), so the solver erred: the probe proves
+                # nothing and c counts as out of reach (only caps a probe reached freeze).
+                # Its cold re-solves cost 1-3.5 s each on hierarchical 2,048 x 3 hard (IPX
+                # with crossover) and often failed too; the next probe starts from the basis
+                # this one started from
+                model.restore_basis(before)
+                hi = mid - 1
+                step, guess = 0, None
+                continue
             t = float(probe.x[model.t])
             m = model.margin(probe.x, c, active)
             if t >= c - m:
@@ -559,6 +573,16 @@ def _binding_cap_guess(model: _LevelModel, probe, active: np.ndarray, c: float, 
     # are the likely reachable ones
     j = int(np.searchsorted(vals, t, side="right")) - 1
     return j if j >= 1 else None
+
+
+def _simplex_options(strategy: int) -> dict:
+    """HiGHS options of a warm re-solve with ``strategy``. Primal simplex ends with a dual
+    simplex clean-up whose steepest-edge weights HiGHS computes from scratch (one BTRAN per
+    row): on hierarchical 2,048 x 3 hard that was 30 % of the run, so primal runs ask for
+    Devex weights there (``simplex_dual_edge_weight_strategy`` 1); dual runs keep HiGHS's
+    own choice (-1)."""
+    return {"solver": "simplex", "simplex_strategy": strategy,
+            "simplex_dual_edge_weight_strategy": 1 if strategy == SIMPLEX_PRIMAL else -1}
 
 
 class _LevelModel:
@@ -647,6 +671,15 @@ class _LevelModel:
         if self.session is not None and idx.size:
             self.session.set_coeffs(self.level_rows[idx], self.t, vals)
 
+    def basis(self):
+        """The HiGHS basis of the session (None in rebuild mode)."""
+        return self.session.h.getBasis() if self.session is not None else None
+
+    def restore_basis(self, basis) -> None:
+        """Start the next warm solve from ``basis`` (from :meth:`basis`; None: nothing to do)."""
+        if basis is not None:
+            self.session.h.setBasis(basis)
+
     def violation(self, x: np.ndarray) -> float:
         """Largest bound or row violation of ``x`` in the current program (0 when feasible)."""
         act = self.A @ x
@@ -723,20 +756,21 @@ class _LevelModel:
         basis = h.getBasis()
         order = (SIMPLEX_PRIMAL, SIMPLEX_DUAL) if self.primal_first else (SIMPLEX_DUAL, SIMPLEX_PRIMAL)
         self.primal_first = False
-        out = self.ctx.rerun(self.session, options={"solver": "simplex", "simplex_strategy": order[0]})
+        out = self.ctx.rerun(self.session, options=_simplex_options(order[0]))
         if out.status != "infeasible":
             return out
         h.setBasis(basis)
-        return self.ctx.rerun(self.session, options={"solver": "simplex", "simplex_strategy": order[1]})
+        return self.ctx.rerun(self.session, options=_simplex_options(order[1]))
 
     def solve(self, cold: bool = False):
         """Solve the current program (warm re-solve or fresh program; ``cold``: drop the basis)."""
         self.solves += 1
         if self.session is not None:
-            if self.session.n_runs == 0 or cold:
-                if cold:
-                    self.session.clear_basis()
+            if self.session.n_runs == 0:
                 return self.ctx.rerun(self.session, options={"simplex_strategy": SIMPLEX_DUAL, **self._first})
+            if cold:
+                self.session.clear_basis()
+                return self.ctx.rerun(self.session, options=_simplex_options(SIMPLEX_DUAL))
             return self._warm_solve()
         lp = dataclasses.replace(self.lp, c=self.c.copy(), A=self.A.copy(), col_lb=self.col_lb.copy(),
                                  col_ub=self.col_ub.copy(), row_lb=self.row_lb.copy())
