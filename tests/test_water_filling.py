@@ -329,3 +329,53 @@ def test_cap_search_survives_failed_probes(policy, monkeypatch):
     assert plain.status == hurt.status == "optimal", hurt.message
     a = shares_matrix(T, jobs.scale_factors, np.ones(n), cluster.capacities(jobs.gpu_types))
     np.testing.assert_allclose(np.sort((a * hurt.X).sum(1)), np.sort((a * plain.X).sum(1)), rtol=1e-6, atol=1e-9)
+
+
+@pytest.mark.parametrize("seed", range(8))
+def test_devex_after_cap_probes_matches_textbook(seed, monkeypatch):
+    """With the Devex threshold at 0 every warm dual run after a cap probe uses Devex edge
+    weights (``DEVEX_AFTER_MOVED_COEFFICIENTS``); the shares must still be the textbook
+    lexicographic optimum, and the Devex runs must really have happened."""
+    import hetsched.formulations.water_filling as wf
+
+    seen = []
+    options = wf._simplex_options
+
+    def spy(strategy, devex=False):
+        seen.append((strategy, devex))
+        return options(strategy, devex)
+
+    monkeypatch.setattr(wf, "DEVEX_AFTER_MOVED_COEFFICIENTS", 0)
+    monkeypatch.setattr(wf, "_simplex_options", spy)
+    jobs, cluster, T, s, w, C = light_instance(seed)
+    res = hs.solve("max_min_fairness_water_filling", jobs, cluster, aggregate=False)
+    if res.extra["lp_solves"] > 1:
+        assert (wf.SIMPLEX_DUAL, True) in seen or (wf.SIMPLEX_PRIMAL, True) in seen
+    assert_matches_textbook(res, T, s, w, C)
+
+
+@pytest.mark.parametrize("policy", ["max_min_fairness_water_filling", "hierarchical_max_min_fairness"])
+def test_devex_threshold_changes_nothing_but_the_edge_weights(policy, monkeypatch):
+    """Devex after every cap probe (threshold 0) and never (threshold inf) reach the same
+    shares on 300 distinct jobs, and only the first asks HiGHS for Devex on a dual run."""
+    import hetsched.formulations.water_filling as wf
+
+    rng = np.random.default_rng(91)
+    n = 300
+    T = np.exp(rng.normal(0.0, 1.0, (n, 3)))
+    kw = {"entities": rng.choice(["a", "b", "c", "d"], n)} if policy.startswith("hier") else {}
+    jobs = hs.JobSet(T, gpu_types=["g0", "g1", "g2"], scale_factors=rng.choice([1, 2], n), **kw)
+    cluster = hs.Cluster({"g0": n // 2, "g1": n // 2, "g2": n // 2})
+    options = wf._simplex_options
+    results, devex_runs = [], []
+    for threshold in (0, np.inf):
+        seen = []
+        monkeypatch.setattr(wf, "DEVEX_AFTER_MOVED_COEFFICIENTS", threshold)
+        monkeypatch.setattr(wf, "_simplex_options", lambda k, devex=False: seen.append((k, devex)) or options(k, devex))
+        results.append(hs.solve(policy, jobs, cluster, aggregate=False))
+        devex_runs.append(sum(1 for k, d in seen if d and k == wf.SIMPLEX_DUAL))
+    assert all(r.status == "optimal" for r in results), [r.message for r in results]
+    assert devex_runs[0] > 0 and devex_runs[1] == 0, devex_runs
+    a = shares_matrix(T, jobs.scale_factors, np.ones(n), cluster.capacities(jobs.gpu_types))
+    np.testing.assert_allclose(np.sort((a * results[0].X).sum(1)), np.sort((a * results[1].X).sum(1)),
+                               rtol=1e-6, atol=1e-9)

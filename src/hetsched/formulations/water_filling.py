@@ -92,6 +92,16 @@ MARGIN_FACTOR = 4.0
 #: HiGHS ``simplex_strategy`` values: dual simplex (its default) and primal simplex.
 SIMPLEX_DUAL, SIMPLEX_PRIMAL = 1, 4
 
+#: A dual simplex run after more than this many level-row coefficients moved (a cap probe,
+#: :func:`_cap_search`) uses Devex edge weights: HiGHS drops its dual steepest-edge weights
+#: when the matrix changes and recomputes them from scratch, one BTRAN per row. On water
+#: filling 8,192 x 3 hard (16,387 rows) that took 2.1-2.7 s of probes that then needed 7-226
+#: simplex iterations; with Devex the same probes took 0.2-0.8 s and the whole solve 44-47 s
+#: instead of 62-92 s (same optimum, same 15 LPs). Hierarchical 2,048 x 3 and water filling
+#: 2,048 x 3 (4,107 rows) did not move beyond run-to-run noise. Devex on *every* run was
+#: tried too: it slowed hierarchical seeds 0/1 from 6.2 to 10.6 s and 6.8 to 15.7 s.
+DEVEX_AFTER_MOVED_COEFFICIENTS = 1_000
+
 
 @register_policy
 class MaxMinFairnessWaterFilling(Policy):
@@ -575,14 +585,14 @@ def _binding_cap_guess(model: _LevelModel, probe, active: np.ndarray, c: float, 
     return j if j >= 1 else None
 
 
-def _simplex_options(strategy: int) -> dict:
+def _simplex_options(strategy: int, devex: bool = False) -> dict:
     """HiGHS options of a warm re-solve with ``strategy``. Primal simplex ends with a dual
     simplex clean-up whose steepest-edge weights HiGHS computes from scratch (one BTRAN per
     row): on hierarchical 2,048 x 3 hard that was 30 % of the run, so primal runs ask for
     Devex weights there (``simplex_dual_edge_weight_strategy`` 1); dual runs keep HiGHS's
-    own choice (-1)."""
+    own choice (-1) unless ``devex`` (see :data:`DEVEX_AFTER_MOVED_COEFFICIENTS`)."""
     return {"solver": "simplex", "simplex_strategy": strategy,
-            "simplex_dual_edge_weight_strategy": 1 if strategy == SIMPLEX_PRIMAL else -1}
+            "simplex_dual_edge_weight_strategy": 1 if (strategy == SIMPLEX_PRIMAL or devex) else -1}
 
 
 class _LevelModel:
@@ -659,6 +669,8 @@ class _LevelModel:
         #: the next warm re-solve starts with primal simplex (set after a freeze on duals
         #: alone: the last point still meets every row)
         self.primal_first = False
+        #: level-row coefficients moved since the last solve (see DEVEX_AFTER_MOVED_COEFFICIENTS)
+        self.moved = 0
 
     def set_level_coefficients(self, groups: np.ndarray, factor: np.ndarray) -> None:
         """Level rows of ``groups`` (boolean mask) read ``... - W_g factor_g t``: the group is
@@ -668,6 +680,7 @@ class _LevelModel:
         changed = self.A.data[self.t_pos[idx]] != vals  # only coefficients that move reach the solver
         idx, vals = idx[changed], vals[changed]
         self.A.data[self.t_pos[idx]] = vals
+        self.moved += int(idx.size)
         if self.session is not None and idx.size:
             self.session.set_coeffs(self.level_rows[idx], self.t, vals)
 
@@ -741,10 +754,12 @@ class _LevelModel:
             self.session.set_coeffs(rows, self.t, 0.0)
             self.session.set_row_bounds(rows, floor, np.inf)
 
-    def _warm_solve(self) -> SolverOutput:
+    def _warm_solve(self, devex: bool = False) -> SolverOutput:
         """Re-solve from the current basis with dual simplex (primal simplex when
         :attr:`primal_first` is set, once); when that ends "infeasible", restore the basis
-        it started from and re-solve with the other one.
+        it started from and re-solve with the other one. ``devex``: dual simplex with Devex
+        edge weights (after a cap probe moved many coefficients,
+        :data:`DEVEX_AFTER_MOVED_COEFFICIENTS`).
 
         The program is feasible by construction. On the hard family, after a group froze
         (its row lost t: the basis turns dual infeasible, the last point stays feasible),
@@ -755,22 +770,23 @@ class _LevelModel:
         basis = self.basis()
         order = (SIMPLEX_PRIMAL, SIMPLEX_DUAL) if self.primal_first else (SIMPLEX_DUAL, SIMPLEX_PRIMAL)
         self.primal_first = False
-        out = self.ctx.rerun(self.session, options=_simplex_options(order[0]))
+        out = self.ctx.rerun(self.session, options=_simplex_options(order[0], devex))
         if out.status != "infeasible":
             return out
         self.restore_basis(basis)
-        return self.ctx.rerun(self.session, options=_simplex_options(order[1]))
+        return self.ctx.rerun(self.session, options=_simplex_options(order[1], devex))
 
     def solve(self, cold: bool = False):
         """Solve the current program (warm re-solve or fresh program; ``cold``: drop the basis)."""
         self.solves += 1
         if self.session is not None:
+            devex, self.moved = self.moved > DEVEX_AFTER_MOVED_COEFFICIENTS, 0
             if self.session.n_runs == 0:
                 return self.ctx.rerun(self.session, options={"simplex_strategy": SIMPLEX_DUAL, **self._first})
             if cold:
                 self.session.clear_basis()
                 return self.ctx.rerun(self.session, options=_simplex_options(SIMPLEX_DUAL))
-            return self._warm_solve()
+            return self._warm_solve(devex)
         lp = dataclasses.replace(self.lp, c=self.c.copy(), A=self.A.copy(), col_lb=self.col_lb.copy(),
                                  col_ub=self.col_ub.copy(), row_lb=self.row_lb.copy())
         return self.ctx.run(lp)
