@@ -382,3 +382,35 @@ def test_hard_family_matches_highs_and_prices_what_overfills(seed: int, policy: 
     assert total_a == pytest.approx(total_b, rel=REL)
     if policy == "max_min_fairness" and seed == 1:    # an instance whose sample's master was infeasible
         assert any("prices raised" in r.getMessage() for r in caplog.records)
+
+
+def test_merge_duplicates_only_when_every_field_agrees():
+    """Copies are merged into classes (sizes counted) only when every field of the row
+    agrees: rows equal in A but not in W stay apart even when A alone has enough copies,
+    and a problem without copies is left alone (the early exit on A)."""
+    from dataclasses import replace
+
+    from hetsched.solvers.structured import solver as structured_solver
+
+    MERGE_MIN_DUPLICATES, _merge_duplicates = structured_solver.MERGE_MIN_DUPLICATES, structured_solver._merge_duplicates
+
+    rng = np.random.default_rng(4)
+    n, m = 100, 3
+    T = np.exp(rng.normal(0.0, 1.0, (n, m)))  # distinct rows
+    types = ["a", "b", "c"]
+    cluster = hs.Cluster({"a": 30, "b": 30, "c": 30})
+    rows = np.concatenate([np.arange(n), np.arange(20)])  # 20 copies of 120 rows (> 5 %)
+    assert 20 >= MERGE_MIN_DUPLICATES * rows.size
+    P, why = recognize(hs.policies.MaxMinFairness().formulate(hs.JobSet(T[rows], gpu_types=types), cluster))
+    assert why == ""
+    Q, inv, count = _merge_duplicates(P)
+    assert Q.n == n and count.sum() == rows.size
+    np.testing.assert_array_equal(inv[n:], inv[:20])
+    assert np.unique(inv[:n]).size == n
+    np.testing.assert_allclose(Q.W[inv[:20]], 2.0 * P.W[:20])  # a class of two uses twice the capacity
+    # the same A, but the copies use twice the GPUs: nothing may be merged
+    bump = np.where(np.arange(rows.size) >= n, 2.0, 1.0)[:, None]
+    assert _merge_duplicates(replace(P, W=P.W * bump)) is None
+    # no copies at all
+    P0, _ = recognize(hs.policies.MaxMinFairness().formulate(hs.JobSet(T, gpu_types=types), cluster))
+    assert _merge_duplicates(P0) is None
