@@ -39,7 +39,11 @@ finish-time fairness.
 Regression guard: a case that runs more than ``--guard-factor`` (2) times slower than its
 recorded row, or loses the recorded "optimal", is printed as ``REGRESSION`` and the run
 exits 1, leaving the recorded CSV as it was (this run goes to
-``scale_targets.rejected.csv``; ``--accept`` records it anyway).
+``scale_targets.rejected.csv``; ``--accept`` records it anyway). Every run first times a
+fixed workload that uses none of hetsched's code (:func:`machine_seconds`, column
+``machine_s``); where the recorded row has that column too, its seconds are scaled by the
+ratio of the two machines' times before the comparison, so a slower (shared or throttled)
+machine does not read as a regression and a faster one does not hide one.
 
     python benchmarks/scale_targets.py                 # every case
     python benchmarks/scale_targets.py --cases maxmin_1e5 water_filling_2048
@@ -67,7 +71,47 @@ from large_cluster import make_instance  # noqa: E402
 
 OUT = Path(__file__).resolve().parent / "results" / "scale_targets.csv"
 COLUMNS = ["case", "n", "m", "seconds", "status", "detail", "ref_method", "ref_seconds", "ref_status", "ratio",
-           "agree", "peak_rss_mib"]
+           "agree", "peak_rss_mib", "machine_s"]
+
+
+def machine_seconds(repeats: int = 3) -> float:
+    """Seconds of a fixed workload that uses none of hetsched's code, the fastest of
+    ``repeats``: HiGHS dual simplex on a seeded random covering LP (4,000 variables, 800
+    rows, 0.2 % dense: about 1,600 iterations, 0.17 s on the 2-core VM) and a numpy sort of
+    10^6 numbers. The regression guard
+    compares a row's seconds with the recorded ones scaled by the ratio of this value now to
+    the recorded row's (:func:`regressions`)."""
+    import highspy
+    import scipy.sparse as sp
+
+    rng = np.random.default_rng(2026)
+    n_vars, n_rows = 4_000, 800
+    A = sp.random(n_rows, n_vars, density=0.002, random_state=rng, format="csc") * 10.0
+    lp = highspy.HighsLp()
+    lp.num_col_, lp.num_row_ = n_vars, n_rows
+    lp.col_cost_ = rng.uniform(1.0, 2.0, n_vars)
+    lp.col_lower_, lp.col_upper_ = np.zeros(n_vars), np.ones(n_vars)
+    lp.row_lower_ = 0.3 * np.asarray(A.sum(axis=1)).ravel()
+    lp.row_upper_ = np.full(n_rows, np.inf)
+    lp.a_matrix_.format_ = highspy.MatrixFormat.kColwise
+    lp.a_matrix_.num_col_, lp.a_matrix_.num_row_ = n_vars, n_rows
+    lp.a_matrix_.start_ = A.indptr.astype(np.int32)
+    lp.a_matrix_.index_ = A.indices.astype(np.int32)
+    lp.a_matrix_.value_ = A.data.astype(np.float64)
+    x = rng.random(1_000_000)
+    best = math.inf
+    for _ in range(repeats):
+        h = highspy.Highs()
+        h.setOptionValue("output_flag", False)
+        h.setOptionValue("simplex_strategy", 1)
+        h.passModel(lp)
+        t0 = time.perf_counter()
+        h.run()
+        np.sort(x * 1.0001)
+        best = min(best, time.perf_counter() - t0)
+        if h.getModelStatus() != highspy.HighsModelStatus.kOptimal:
+            raise RuntimeError(f"machine_seconds: the calibration LP ended {h.modelStatusToString(h.getModelStatus())}")
+    return best
 
 
 def timed(fn):
@@ -254,6 +298,8 @@ def main(argv=None) -> int:
         print(json.dumps(run_case(args.one, args.general_limit, args.seed)))
         return 0
     recorded = read_recorded(args.out)
+    machine = machine_seconds()
+    print(f"machine_s={machine:.3g} (fixed workload; the guard scales recorded seconds by it)", flush=True)
     rows = []
     for case in args.cases:
         proc = subprocess.run([sys.executable, __file__, "--one", case, "--general-limit", str(args.general_limit),
@@ -262,10 +308,11 @@ def main(argv=None) -> int:
             row = {"case": case, "status": "error", "detail": proc.stderr.strip().splitlines()[-1][:200]}
         else:
             row = json.loads(proc.stdout.strip().splitlines()[-1])
+        row["machine_s"] = machine
         rows.append(row)
         fmt = {k: (f"{v:.3g}" if isinstance(v, float) else v) for k, v in row.items()}
         print(" | ".join(f"{k}={fmt.get(k, '')}" for k in COLUMNS if k in fmt), flush=True)
-    bad = regressions(rows, recorded, args.guard_factor)
+    bad = regressions(rows, recorded, args.guard_factor, machine)
     for line in bad:
         print(f"REGRESSION: {line}", file=sys.stderr)
     merged = {**recorded, **{r["case"]: r for r in rows}}
@@ -291,9 +338,15 @@ def read_recorded(path: Path) -> dict[str, dict]:
         return {r["case"]: r for r in csv.DictReader(f)}
 
 
-def regressions(rows: list[dict], recorded: dict[str, dict], factor: float) -> list[str]:
+def regressions(rows: list[dict], recorded: dict[str, dict], factor: float,
+                machine: float | None = None) -> list[str]:
     """Rows that ran more than ``factor`` times slower than the recorded row of their case, or
-    that lost an optimal status the recorded row had (the regression guard)."""
+    that lost an optimal status the recorded row had (the regression guard).
+
+    ``machine``: this run's :func:`machine_seconds`. Where the recorded row has a
+    ``machine_s`` too, its seconds count as ``seconds * machine / machine_s`` (what they
+    would be on this machine); otherwise they are compared as recorded.
+    """
     bad = []
     for row in rows:
         old = recorded.get(row["case"])
@@ -303,8 +356,12 @@ def regressions(rows: list[dict], recorded: dict[str, dict], factor: float) -> l
             bad.append(f"{row['case']}: status {row.get('status')!r} (recorded: optimal)")
             continue
         was, now = float(old["seconds"]), float(row["seconds"])
-        if now > factor * was:
-            bad.append(f"{row['case']}: {now:.3g} s against {was:.3g} s recorded ({now / was:.1f}x)")
+        speed, note = 1.0, ""
+        if machine is not None and old.get("machine_s") not in (None, ""):
+            speed = machine / float(old["machine_s"])
+            note = f"; this machine takes {speed:.2f}x the recorded one's time on the fixed workload"
+        if now > factor * was * speed:
+            bad.append(f"{row['case']}: {now:.3g} s against {was:.3g} s recorded ({now / was:.1f}x{note})")
     return bad
 
 

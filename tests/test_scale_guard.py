@@ -42,6 +42,7 @@ def test_main_exits_1_and_keeps_the_recorded_csv(tmp_path: Path, monkeypatch, ca
         stderr = ""
 
     monkeypatch.setattr(st.subprocess, "run", lambda *a, **k: Done())
+    monkeypatch.setattr(st, "machine_seconds", lambda: 0.25)
     assert st.main(["--cases", "maxmin_1e5", "--out", str(path)]) == 1
     assert "REGRESSION: maxmin_1e5" in capsys.readouterr().err
     assert path.read_text() == before
@@ -50,3 +51,33 @@ def test_main_exits_1_and_keeps_the_recorded_csv(tmp_path: Path, monkeypatch, ca
     assert st.main(["--cases", "maxmin_1e5", "--out", str(path), "--accept"]) == 0
     merged = st.read_recorded(path)
     assert float(merged["maxmin_1e5"]["seconds"]) == 9.0 and merged["maxmin_1e6"]["status"] == "time_limit"
+    # the rows this run recorded carry its machine time; the others keep theirs (none here)
+    assert float(merged["maxmin_1e5"]["machine_s"]) == 0.25 and merged["water_filling_2048"]["machine_s"] == ""
+
+
+def test_machine_time_scales_the_recorded_seconds(tmp_path: Path) -> None:
+    """With ``machine_s`` on both sides the recorded seconds are scaled to this machine: 3x
+    slower on a machine that takes 2.5x as long is no regression, 6x is; on a machine twice
+    as fast 1.2x slower is one; a recorded row without ``machine_s`` is compared as is."""
+    path = tmp_path / "scale_targets.csv"
+    path.write_text("case,seconds,status,machine_s\nmaxmin_1e5,2.0,optimal,0.2\nwater_filling_2048,1.0,optimal,\n")
+    rec = st.read_recorded(path)
+    slow_machine = 0.5  # 2.5x the recorded machine's time
+    assert st.regressions([{"case": "maxmin_1e5", "seconds": 6.0, "status": "optimal"}], rec, 2.0, slow_machine) == []
+    bad = st.regressions([{"case": "maxmin_1e5", "seconds": 12.0, "status": "optimal"}], rec, 2.0, slow_machine)
+    assert len(bad) == 1 and "6.0x" in bad[0] and "2.50x the recorded one's time" in bad[0]
+    fast_machine = 0.1  # half the recorded machine's time
+    assert len(st.regressions([{"case": "maxmin_1e5", "seconds": 2.4, "status": "optimal"}], rec, 2.0,
+                              fast_machine)) == 1
+    # no machine time recorded for this row: absolute seconds, whatever this machine is
+    assert st.regressions([{"case": "water_filling_2048", "seconds": 1.9, "status": "optimal"}], rec, 2.0,
+                          slow_machine) == []
+    assert len(st.regressions([{"case": "water_filling_2048", "seconds": 2.1, "status": "optimal"}], rec, 2.0,
+                              slow_machine)) == 1
+
+
+def test_machine_seconds_is_a_positive_finite_time() -> None:
+    """The fixed workload runs (its LP solves to optimality, else it raises) and takes a
+    positive, finite time."""
+    t = st.machine_seconds(repeats=1)
+    assert 0.0 < t < 60.0
