@@ -97,9 +97,10 @@ SIMPLEX_DUAL, SIMPLEX_PRIMAL = 1, 4
 #: when the matrix changes and recomputes them from scratch, one BTRAN per row. On water
 #: filling 8,192 x 3 hard (16,387 rows) that took 2.1-2.7 s of probes that then needed 7-226
 #: simplex iterations; with Devex the same probes took 0.2-0.8 s and the whole solve 44-49 s
-#: instead of 59-92 s (same optimum, same 15 LPs; seed 1: 21.8 instead of 37.7 s). Hierarchical 2,048 x 3 and water filling
-#: 2,048 x 3 (4,107 rows) did not move beyond run-to-run noise. Devex on *every* run was
-#: tried too: it slowed hierarchical seeds 0/1 from 6.2 to 10.6 s and 6.8 to 15.7 s.
+#: instead of 59-92 s (same optimum, same 15 LPs; seed 1: 21.8 instead of 37.7 s).
+#: Hierarchical 2,048 x 3 and water filling 2,048 x 3 (4,107 rows) did not move beyond
+#: run-to-run noise. Devex on *every* run was tried too: it slowed hierarchical seeds 0/1
+#: from 6.2 to 10.6 s and 6.8 to 15.7 s.
 DEVEX_AFTER_MOVED_COEFFICIENTS = 1_000
 
 

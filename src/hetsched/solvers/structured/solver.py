@@ -107,9 +107,9 @@ def _merge_duplicates(P: SeparableProblem):
     key_a = fin(P.A) @ rng.normal(size=P.m)
     if n - np.unique(key_a).size < MERGE_MIN_DUPLICATES * n:
         return None
-    mats = [P.W, P.U.astype(float)] + ([P.c] if P.c is not None else []) + ([P.Wx] if P.n_extra else [])
-    key = key_a + sum(fin(M) @ rng.normal(size=M.shape[1]) for M in mats)
-    mats = [P.A, *mats]
+    rest = [P.W, P.U.astype(float)] + ([P.c] if P.c is not None else []) + ([P.Wx] if P.n_extra else [])
+    key = key_a + sum(fin(M) @ rng.normal(size=M.shape[1]) for M in rest)
+    mats = [P.A, *rest]
     extra = [P.has_level.astype(float)] + ([fin(P.floors)] if P.floors is not None else [])
     key = key + sum(v * rng.normal() for v in extra)
     _, first, inv = np.unique(key, return_index=True, return_inverse=True)
