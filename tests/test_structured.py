@@ -414,3 +414,79 @@ def test_merge_duplicates_only_when_every_field_agrees():
     # no copies at all
     P0, _ = recognize(hs.policies.MaxMinFairness().formulate(hs.JobSet(T, gpu_types=types), cluster))
     assert _merge_duplicates(P0) is None
+
+
+def _hard(n: int, seed: int):
+    import sys
+    from pathlib import Path
+
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
+    from hard_instances import hard_instance
+
+    return hard_instance(n, 10, seed)
+
+
+@pytest.mark.parametrize("n,seed,policy", [(2000, 2, "max_min_fairness"), (3000, 2, "max_min_fairness"),
+                                           (2000, 0, "min_makespan"), (2000, 3, "finish_time_fairness")])
+def test_released_master_jobs_keep_the_optimum(n: int, seed: int, policy: str, monkeypatch) -> None:
+    """Floor mode moves master jobs settled at their clear best vertex back to the fixed
+    jobs (column deletion, ``floor._release_settled``): on the hard family it happens, no job
+    is released twice in a solve, and the result equals HiGHS's and the same solve's
+    without releasing (``SETTLED_RATIO`` = inf)."""
+    from hetsched.solvers.structured import floor
+
+    jobs, cluster = _hard(n, seed)
+    if policy != "max_min_fairness":
+        rng = np.random.default_rng([seed, n])
+        jobs = hs.JobSet(jobs.throughputs, gpu_types=jobs.gpu_types, scale_factors=jobs.scale_factors,
+                         weights=jobs.weights, steps_remaining=rng.uniform(1e3, 1e6, n),
+                         time_since_start=rng.uniform(0.0, 3600.0, n))
+    real = floor._release_settled
+    released: list[np.ndarray] = []
+
+    def spy(P, S, R, amb_idx, Xa, res):
+        before = np.flatnonzero(S.amb)
+        real(P, S, R, amb_idx, Xa, res)
+        out = np.setdiff1d(before, np.flatnonzero(S.amb))
+        if P.n == n:  # the whole problem, not a warm-start sample
+            released.append(out)
+        assert res.history[-1]["released"] == out.size
+
+    monkeypatch.setattr(floor, "_release_settled", spy)
+    opts = {"base_size": 100, "fallback": "none"}
+    a = hs.solve(policy, jobs, cluster, solver="structured", options=opts)
+    monkeypatch.setattr(floor, "SETTLED_RATIO", np.inf)
+    kept = hs.solve(policy, jobs, cluster, solver="structured", options=opts)
+    b = hs.solve(policy, jobs, cluster, solver="highs")
+    assert a.status == kept.status == b.status == "optimal", (a.message, kept.message, b.message)
+    assert a.extra["second_stage_status"] == "optimal"
+    flat = np.concatenate(released) if released else np.zeros(0, dtype=np.int64)
+    assert flat.size > 0, "no master job was released: the test no longer exercises the release"
+    assert np.unique(flat).size == flat.size, "a job was released twice in one solve"
+    assert_feasible(a.X, jobs.throughputs, jobs.scale_factors, cluster.capacities(jobs.gpu_types))
+    for res in (kept, b):
+        assert a.objective == pytest.approx(res.objective, rel=REL)
+        assert float(a.effective_throughput.sum()) == pytest.approx(float(res.effective_throughput.sum()), rel=REL)
+
+
+@pytest.mark.parametrize("seed", [2, 5])
+def test_level_rounds_without_violators_add_the_new_columns(seed: int, caplog) -> None:
+    """Level mode: a coarse round that found no violators but new master-job columns adds
+    the columns. Regression: such rounds only regrouped the fixed jobs, which at unchanged
+    prices rebuilt the same master, so on these hard instances 5 rounds in a row solved the
+    same LP (t, variables and master jobs unchanged; 1.2 s of 3.1 s of stage 1 at 10^5
+    jobs, seed 8). Each round after one that added columns must differ from it, and the
+    level must equal HiGHS's."""
+    import logging
+
+    jobs, cluster = _hard(1000, seed)
+    with caplog.at_level(logging.DEBUG, logger="hetsched.solvers.structured.level"):
+        a = hs.solve("max_min_fairness", jobs, cluster, solver="structured", options={"base_size": 50, "fallback": "none"})
+    rounds = [r.args for r in caplog.records if r.msg.startswith("structured level round")]
+    with_columns = [(p, q) for p, q in zip(rounds, rounds[1:]) if p[6] == 0 and p[7] > 0 and q[0] == p[0] + 1]
+    assert with_columns, "no level round added columns without violators: the test no longer exercises the rule"
+    for p, q in with_columns:
+        assert (q[3], q[4]) != (p[3], p[4]), f"round {q[0]} solved the same master as round {p[0]}"
+    b = hs.solve("max_min_fairness", jobs, cluster, solver="highs")
+    assert a.status == b.status == "optimal"
+    assert a.extra["stage1_level"] == pytest.approx(b.extra["stage1_level"], rel=REL)

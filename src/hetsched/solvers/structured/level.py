@@ -484,7 +484,7 @@ def _level_next(P: SeparableProblem, S: _LevelState, F: _LevelFixed, R: _LevelPr
     else:
         q = S.costs(lam_cls)
         S.cls = _top2_min(q)
-    if gap > opts.coarse_gap and rnd <= opts.coarse_rounds and F.fj.size > 0:
+    if gap > opts.coarse_gap and rnd <= opts.coarse_rounds and F.fj.size > 0 and R.viol.size:
         return  # prices still far off: regroup the fixed jobs with the new prices first
     if R.col_jobs.size:
         S.cols[amb_idx] |= R.new_cols
