@@ -490,3 +490,38 @@ def test_level_rounds_without_violators_add_the_new_columns(seed: int, caplog) -
     b = hs.solve("max_min_fairness", jobs, cluster, solver="highs")
     assert a.status == b.status == "optimal"
     assert a.extra["stage1_level"] == pytest.approx(b.extra["stage1_level"], rel=REL)
+
+
+@pytest.mark.parametrize("n,seed,policy", [(2000, 2, "max_min_fairness"), (4000, 5, "max_min_fairness"),
+                                           (2000, 0, "min_makespan")])
+def test_overfilled_regroup_goes_back_to_the_last_feasible_prices(n: int, seed: int, policy: str, monkeypatch,
+                                                                  caplog) -> None:
+    """A coarse floor round that only regrouped the fixed jobs and made the master infeasible
+    goes back to the last feasible round's prices with that round's violators in the master
+    (``floor._back_to_fitting_grouping``) instead of raising prices until every vertex fits.
+    On these hard instances it happens, and the result equals HiGHS's and the same solve's
+    with the older rule (the function disabled)."""
+    import logging
+
+    from hetsched.solvers.structured import floor
+
+    jobs, cluster = _hard(n, seed)
+    if policy != "max_min_fairness":
+        rng = np.random.default_rng([seed, n])
+        jobs = hs.JobSet(jobs.throughputs, gpu_types=jobs.gpu_types, scale_factors=jobs.scale_factors,
+                         weights=jobs.weights, steps_remaining=rng.uniform(1e3, 1e6, n),
+                         time_since_start=rng.uniform(0.0, 3600.0, n))
+    opts = {"base_size": 100, "fallback": "none"}
+    with caplog.at_level(logging.DEBUG, logger="hetsched.solvers.structured.floor"):
+        a = hs.solve(policy, jobs, cluster, solver="structured", options=opts)
+    assert any("back to the last feasible prices" in r.getMessage() for r in caplog.records), \
+        "no regroup overfilled the master: the test no longer exercises the rule"
+    monkeypatch.setattr(floor, "_back_to_fitting_grouping", lambda P, S: False)
+    older = hs.solve(policy, jobs, cluster, solver="structured", options=opts)
+    b = hs.solve(policy, jobs, cluster, solver="highs")
+    assert a.status == older.status == b.status == "optimal", (a.message, older.message, b.message)
+    assert a.extra["second_stage_status"] == "optimal"
+    assert_feasible(a.X, jobs.throughputs, jobs.scale_factors, cluster.capacities(jobs.gpu_types))
+    for res in (older, b):
+        assert a.objective == pytest.approx(res.objective, rel=REL)
+        assert float(a.effective_throughput.sum()) == pytest.approx(float(res.effective_throughput.sum()), rel=REL)

@@ -234,6 +234,8 @@ class _FloorState:
     priced: tuple | None = None
     witness_used: bool = False
     released: np.ndarray | None = None
+    fit_lam: np.ndarray | None = None
+    fit_viol: np.ndarray | None = None
     memo: BasisMemo = field(default_factory=BasisMemo)
 
 
@@ -293,6 +295,7 @@ def solve_floor(P: SeparableProblem, opts: StructuredOptions, deadline: float | 
             return res
         amb_idx = np.flatnonzero(S.amb)
         fj = np.flatnonzero(~S.amb)
+        lam_group = S.lam
         t_p = time.perf_counter()  # 1. group the fixed jobs
         F = _floor_fixed(P, S, fj, opts)
         if F is None:
@@ -311,6 +314,7 @@ def solve_floor(P: SeparableProblem, opts: StructuredOptions, deadline: float | 
         res.pricing_s += time.perf_counter() - t_p
         record_round(res, log, _ROUND_LOG, rnd, amb_idx, F.agg, lp.n_vars, ("objective", R.lower), R.upper, R.gap,
                      R.viol, R.new_cols)
+        S.fit_lam, S.fit_viol = lam_group, R.viol  # this grouping's master was feasible
         _floor_track(S, R, amb_idx)  # 4. add columns; stop, or move violators in
         if R.viol.size and R.gap > opts.coarse_gap and rnd <= opts.floor_coarse_rounds and fj.size:
             continue  # prices still far off: regroup with the new prices first
@@ -401,6 +405,8 @@ def _floor_retry(P: SeparableProblem, S: _FloorState, res: StructuredResult, sta
         return False
     if S.cols is not None and not np.array_equal(S.cols[amb_idx], P.U[amb_idx]):
         S.cols[amb_idx] = P.U[amb_idx]  # the master jobs' chosen variables cannot meet their floors: all of them
+    elif _back_to_fitting_grouping(P, S):
+        pass  # a regroup-only round overfilled: the last feasible grouping, its violators in the master
     elif fj.size and S.lam is not None and _witness_reprice(P, S, res, *solve_args):
         pass  # the fixed vertices did not fit at the level's prices: regroup at the witness sample's
     elif fj.size and S.lam is not None and _fitting_prices(P, S):
@@ -411,6 +417,33 @@ def _floor_retry(P: SeparableProblem, S: _FloorState, res: StructuredResult, sta
     else:
         return False
     res.history.append({"round": rnd, "master_jobs": int(amb_idx.size), "infeasible_master": True})
+    return True
+
+
+def _back_to_fitting_grouping(P: SeparableProblem, S: _FloorState) -> bool:
+    """When a round that only regrouped the fixed jobs (a coarse round) made the master
+    infeasible: group again at the prices of the last round whose master was feasible
+    (``S.fit_lam``) with that round's violators (``S.fit_viol``) moved into the master, and
+    return True; once per such round (False when there is none to go back to).
+
+    Moving fixed jobs into the master keeps it feasible (each can take its share of the
+    feasible round's allocation; its variables include its vertices at both prices). Raising
+    prices until every vertex fits (:func:`_fitting_prices`) instead threw away good prices:
+    on max-min 10^5 hard seed 8 the first round's gap of 4.6e-3 became 0.575 after it, and
+    on a 15,625-job sample at 10^6 2.1e-2 became 0.589, each followed by masters of 2,000
+    jobs and more.
+    """
+    viol, lam = S.fit_viol, S.fit_lam
+    if viol is None or not viol.size or lam is None or lam is S.lam or S.cols is None or S.priced is None:
+        return False
+    S.fit_viol = None
+    ch_new = S.priced[1].take(viol)  # their choices at the prices that found them
+    S.lam = lam
+    S.amb[viol] = True
+    ch_old = floor_best(P.A[viol], P.U[viol], _price_fn(P, lam, viol), P.c[viol], P.floors[viol])
+    S.cols[viol] = _floor_candidates(P, viol, ch_new) | _floor_candidates(P, viol, ch_old)
+    log.debug("structured floor: regrouping overfilled the master; back to the last feasible prices with %d "
+              "violators in the master", viol.size)
     return True
 
 
