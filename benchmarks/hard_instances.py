@@ -43,3 +43,14 @@ def hard_instance(n: int, m: int, seed: int, *, entities: int = 0) -> tuple[hs.J
     kw = {"entities": rng.choice([f"e{i}" for i in range(entities)], n)} if entities else {}
     jobs = hs.JobSet(T, gpu_types=types, scale_factors=gangs, weights=weights, **kw)
     return jobs, hs.Cluster(dict(zip(types, counts.tolist())))
+
+
+def with_progress(jobs: hs.JobSet, seed: int) -> hs.JobSet:
+    """The same jobs with the fields min makespan and finish-time fairness need: steps
+    remaining uniform in [1e3, 1e6] and time since start uniform in [0, 3600] s (seeded by
+    ``seed`` and the number of jobs)."""
+    n = jobs.n_jobs
+    rng = np.random.default_rng([seed, n])
+    return hs.JobSet(jobs.throughputs, gpu_types=jobs.gpu_types, scale_factors=jobs.scale_factors,
+                     weights=jobs.weights, steps_remaining=rng.uniform(1e3, 1e6, n),
+                     time_since_start=rng.uniform(0.0, 3600.0, n))

@@ -66,7 +66,7 @@ import numpy as np
 import hetsched as hs
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from hard_instances import hard_instance  # noqa: E402
+from hard_instances import hard_instance, with_progress  # noqa: E402
 from large_cluster import make_instance  # noqa: E402
 
 OUT = Path(__file__).resolve().parent / "results" / "scale_targets.csv"
@@ -263,10 +263,7 @@ def _hard_case(case: str, limit: float, seed: int) -> dict:
     policy = HARD_POLICIES[kind]
     jobs, cluster = hard_instance(n, 10, seed)
     if policy != "max_min_fairness":
-        rng = np.random.default_rng([seed, n])
-        jobs = hs.JobSet(jobs.throughputs, gpu_types=jobs.gpu_types, scale_factors=jobs.scale_factors,
-                         weights=jobs.weights, steps_remaining=rng.uniform(1e3, 1e6, n),
-                         time_since_start=rng.uniform(0.0, 3600.0, n))
+        jobs = with_progress(jobs, seed)
     res, s = timed(lambda: hs.solve(policy, jobs, cluster))
     row = dict(n=n, m=10, seconds=s, status=res.status, detail=res.message[:90])
     if kind == "maxmin" and n <= 100_000:

@@ -416,14 +416,18 @@ def test_merge_duplicates_only_when_every_field_agrees():
     assert _merge_duplicates(P0) is None
 
 
-def _hard(n: int, seed: int):
+def _hard(n: int, seed: int, policy: str = "max_min_fairness"):
+    """The scale benchmark's hard family (``benchmarks/hard_instances.py``), n x 10; for
+    policies other than max-min with the job fields they need, drawn as
+    ``benchmarks/scale_targets.py`` draws them."""
     import sys
     from pathlib import Path
 
     sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
-    from hard_instances import hard_instance
+    from hard_instances import hard_instance, with_progress
 
-    return hard_instance(n, 10, seed)
+    jobs, cluster = hard_instance(n, 10, seed)
+    return (jobs if policy == "max_min_fairness" else with_progress(jobs, seed)), cluster
 
 
 @pytest.mark.parametrize("n,seed,policy", [(2000, 2, "max_min_fairness"), (3000, 2, "max_min_fairness"),
@@ -435,12 +439,7 @@ def test_released_master_jobs_keep_the_optimum(n: int, seed: int, policy: str, m
     without releasing (``SETTLED_RATIO`` = inf)."""
     from hetsched.solvers.structured import floor
 
-    jobs, cluster = _hard(n, seed)
-    if policy != "max_min_fairness":
-        rng = np.random.default_rng([seed, n])
-        jobs = hs.JobSet(jobs.throughputs, gpu_types=jobs.gpu_types, scale_factors=jobs.scale_factors,
-                         weights=jobs.weights, steps_remaining=rng.uniform(1e3, 1e6, n),
-                         time_since_start=rng.uniform(0.0, 3600.0, n))
+    jobs, cluster = _hard(n, seed, policy)
     real = floor._release_settled
     released: list[np.ndarray] = []
 
@@ -505,12 +504,7 @@ def test_overfilled_regroup_goes_back_to_the_last_feasible_prices(n: int, seed: 
 
     from hetsched.solvers.structured import floor
 
-    jobs, cluster = _hard(n, seed)
-    if policy != "max_min_fairness":
-        rng = np.random.default_rng([seed, n])
-        jobs = hs.JobSet(jobs.throughputs, gpu_types=jobs.gpu_types, scale_factors=jobs.scale_factors,
-                         weights=jobs.weights, steps_remaining=rng.uniform(1e3, 1e6, n),
-                         time_since_start=rng.uniform(0.0, 3600.0, n))
+    jobs, cluster = _hard(n, seed, policy)
     opts = {"base_size": 100, "fallback": "none"}
     with caplog.at_level(logging.DEBUG, logger="hetsched.solvers.structured.floor"):
         a = hs.solve(policy, jobs, cluster, solver="structured", options=opts)
