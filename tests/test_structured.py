@@ -519,3 +519,32 @@ def test_overfilled_regroup_goes_back_to_the_last_feasible_prices(n: int, seed: 
     for res in (older, b):
         assert a.objective == pytest.approx(res.objective, rel=REL)
         assert float(a.effective_throughput.sum()) == pytest.approx(float(res.effective_throughput.sum()), rel=REL)
+
+
+def test_row_bound_assignment_with_a_row_without_room() -> None:
+    """``level._fitting_assignment`` (the row bound's search for prices at which every job's
+    cheapest type fits) with a coupling row that has no room (a GPU type with no GPUs) next
+    to rows that do. 100 jobs need about 0.1 of a GPU each on type a (room 7) or c (room 3.5),
+    none can use b (room 0): the first prices overfill c, so the prices must
+    move (the jobs' needs differ, 0.05-0.15 on a and the rest of 0.2 on c, so that prices can
+    split them). Before, the empty row's price 1/1e-300 floored every other price at 1e297 and
+    0/0 turned the prices into NaN: no assignment, a RuntimeWarning, and the level went to
+    the master rounds. Now an assignment that fits comes back, with no warning."""
+    import warnings
+
+    from hetsched.solvers.structured.level import _fitting_assignment
+
+    n = 100
+    jobs = hs.JobSet(np.ones((n, 3)), gpu_types=["a", "b", "c"])
+    P, why = recognize(hs.policies.MaxMinFairness().formulate(jobs, hs.Cluster({"a": 6, "b": 1, "c": 5})))
+    assert why == ""
+    u = np.random.default_rng(0).uniform(0.5, 1.5, n)  # distinct jobs, so prices can split them
+    need = np.c_[0.1 * u, np.full(n, np.inf), 0.1 * (2.0 - u)]
+    room = np.array([7.0, 0.0, 3.5])
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        k = _fitting_assignment(P, np.arange(n), need, room)
+    assert k is not None
+    assert not np.any(k == 1)
+    load = np.bincount(k, weights=need[np.arange(n), k], minlength=3)
+    assert np.all(load <= room + 1e-12), load

@@ -301,7 +301,13 @@ def _fitting_assignment(P: SeparableProblem, lv: np.ndarray, need: np.ndarray, r
     the best total overload by 1 %.
     """
     fin = np.isfinite(room)
-    lam = np.where(fin, 1.0 / np.maximum(np.where(fin, room, 1.0), 1e-300), 0.0)
+    pos = fin & (room > 0)
+    lam = np.where(pos, 1.0 / np.where(pos, room, 1.0), 0.0)
+    # a row without room (a type with no GPUs) keeps a price far above the others, so a job
+    # lands there only when it has no other type; before, its price 1/1e-300 set the floor
+    # of every other price (1e-3 of the highest) and 0/0 made the prices NaN
+    no_room = fin & ~pos
+    lam[no_room] = 1e6 * (float(lam.max()) if pos.any() else 1.0)
     r = np.arange(lv.size)
     unusable = ~np.isfinite(need)
     need0 = np.where(unusable, 0.0, need)
@@ -319,9 +325,10 @@ def _fitting_assignment(P: SeparableProblem, lv: np.ndarray, need: np.ndarray, r
         best, since = (over, 0) if over < 0.99 * best else (best, since + 1)
         if since >= _ROW_FIT_STALL:
             return None
-        rel = np.where(fin, load / np.where(fin, room, 1.0), 1.0)
-        lam = np.where(fin, np.maximum(lam * np.exp(0.5 / np.sqrt(1.0 + i / 5.0) * np.clip(rel - 1.0, -1.0, 1.0)),
-                                       1e-3 * float(lam.max())), 0.0)
+        rel = np.where(pos, load / np.where(pos, room, 1.0), 1.0)
+        floor = 1e-3 * float(lam[pos].max()) if pos.any() else 0.0
+        step = np.maximum(lam * np.exp(0.5 / np.sqrt(1.0 + i / 5.0) * np.clip(rel - 1.0, -1.0, 1.0)), floor)
+        lam = np.where(pos, step, lam)
     return None
 
 
