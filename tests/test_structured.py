@@ -430,6 +430,21 @@ def _hard(n: int, seed: int, policy: str = "max_min_fairness"):
     return (jobs if policy == "max_min_fairness" else with_progress(jobs, seed)), cluster
 
 
+def _stage2_value(policy: str, jobs, cluster, res) -> float:
+    r"""The second stage's objective :math:`\sum_{jk} a_{jk} X_{jk}` of a two-stage result, with
+    the policy's own level coefficients ``a`` (finish-time fairness: at the level the first
+    stage certified). Not the total effective throughput: that is not what stage 2
+    maximizes, and alternative optima of stage 2 differ in it (a fuzzed finish-time fairness
+    instance: 25.96673 against 25.96816 at equal stage-2 objectives, 6e-13 apart)."""
+    if policy == "max_min_fairness":
+        a = hs.policies.MaxMinFairness().coefficients(jobs, cluster)
+    elif policy == "min_makespan":
+        a, _ = hs.policies.MinMakespan().coefficients(jobs, cluster)
+    else:
+        a = hs.policies.FinishTimeFairness().coefficients(jobs, cluster, rho=res.extra["upper_bound"])
+    return float((a * res.X).sum())
+
+
 @pytest.mark.parametrize("n,seed,policy", [(2000, 2, "max_min_fairness"), (3000, 2, "max_min_fairness"),
                                            (2000, 0, "min_makespan"), (2000, 3, "finish_time_fairness")])
 def test_released_master_jobs_keep_the_optimum(n: int, seed: int, policy: str, monkeypatch) -> None:
@@ -465,7 +480,7 @@ def test_released_master_jobs_keep_the_optimum(n: int, seed: int, policy: str, m
     assert_feasible(a.X, jobs.throughputs, jobs.scale_factors, cluster.capacities(jobs.gpu_types))
     for res in (kept, b):
         assert a.objective == pytest.approx(res.objective, rel=REL)
-        assert float(a.effective_throughput.sum()) == pytest.approx(float(res.effective_throughput.sum()), rel=REL)
+        assert _stage2_value(policy, jobs, cluster, a) == pytest.approx(_stage2_value(policy, jobs, cluster, res), rel=REL)
 
 
 @pytest.mark.parametrize("seed", [2, 5])
@@ -518,7 +533,7 @@ def test_overfilled_regroup_goes_back_to_the_last_feasible_prices(n: int, seed: 
     assert_feasible(a.X, jobs.throughputs, jobs.scale_factors, cluster.capacities(jobs.gpu_types))
     for res in (older, b):
         assert a.objective == pytest.approx(res.objective, rel=REL)
-        assert float(a.effective_throughput.sum()) == pytest.approx(float(res.effective_throughput.sum()), rel=REL)
+        assert _stage2_value(policy, jobs, cluster, a) == pytest.approx(_stage2_value(policy, jobs, cluster, res), rel=REL)
 
 
 def test_row_bound_assignment_with_a_row_without_room() -> None:
