@@ -14,6 +14,7 @@ import os
 import signal
 import subprocess
 import sys
+import threading
 import time
 from collections import defaultdict
 
@@ -224,16 +225,32 @@ def test_a_driver_killed_mid_round_loses_no_job_and_runs_none_twice(slurm, work)
         first.wait()
     assert any("preempting" in line for line in seen), "".join(seen)
     second = subprocess.Popen(cmd, env=env, stderr=subprocess.PIPE, text=True)
+    logged: list[str] = []
+    reader = threading.Thread(target=lambda: logged.extend(second.stderr), daemon=True)
+    reader.start()
+
+    def recorded(j) -> bool:    # the driver logs "job <id> completed: ..." when its store records it
+        return any(f"job {j} completed" in line for line in seen + logged)
+
     try:
         deadline = time.monotonic() + 120
         while not all_finished(slurm, ids):
             assert time.monotonic() < deadline, slurm.states()
-            assert second.poll() is None, second.stderr.read()
+            assert second.poll() is None, "".join(logged)
             time.sleep(1)
-        time.sleep(4)                # one more round reads the completions
+        # a later round reads the completions; wait for that evidence rather than a fixed
+        # sleep (4 s, one round and a second, was too short once on a loaded 2-core VM: the
+        # last job was still "active" in the store when the driver was stopped)
+        deadline = time.monotonic() + 60
+        while not all(recorded(j) for j in ids):
+            assert time.monotonic() < deadline, [j for j in ids if not recorded(j)]
+            assert second.poll() is None, "".join(logged)
+            time.sleep(0.5)
     finally:
         second.send_signal(signal.SIGTERM)
-        out, err = second.communicate(timeout=30)
+        second.wait(timeout=30)
+        reader.join(timeout=10)
+    err = "".join(logged)
     assert second.returncode == 0, err[-3000:]
     assert "recovered:" in err
     with SlurmDriver("max_min_fairness", commands=SlurmCommands(partition=slurm_cluster.PARTITION),
