@@ -147,6 +147,21 @@ def _group_loads(P: SeparableProblem, fj: np.ndarray, cf: np.ndarray, gid: np.nd
     return cap, obj
 
 
+def _runner_up_ratio(P: SeparableProblem, rows: np.ndarray, ch: FloorChoice, lam: np.ndarray, cf: np.ndarray):
+    """(has a runner-up, vertex entries, runner-up entries, ratio rho) of jobs ``rows`` with
+    choices ``ch`` at prices ``lam`` (``cf``: their objective rows). rho is 1 plus the gap to
+    the runner-up relative to the size of the move itself: for "all time on k" vs "floor on
+    k" this is (c - W lam) / (c + W lam), a pure price ratio whatever the floor; inf
+    without a runner-up. The groups bin it (:func:`_floor_groups`), the release tests it
+    (:func:`_release_settled`)."""
+    has1 = ch.kind2 >= 0
+    v0 = _entries(ch.kind, ch.k, ch.l, ch.xk, ch.xl)
+    v1 = _entries(np.where(has1, ch.kind2, -1), ch.k2, ch.l2, ch.xk2, ch.xl2)
+    scale = _move_size(P, rows, lam, cf, v0, v1) + 1e-300
+    rho = np.where(has1, 1.0 + np.maximum(ch.value - ch.runner_up, 0.0) / scale, np.inf)
+    return has1, v0, v1, rho
+
+
 def _floor_groups(P: SeparableProblem, fj: np.ndarray, ch: FloorChoice, lam: np.ndarray, opts: StructuredOptions):
     """Vertices of fixed jobs, their groups and the aggregated columns.
 
@@ -158,18 +173,11 @@ def _floor_groups(P: SeparableProblem, fj: np.ndarray, ch: FloorChoice, lam: np.
     m = P.m
     from .pricing import vertex_signature
 
-    has1 = ch.kind2 >= 0
-    v0 = _entries(ch.kind, ch.k, ch.l, ch.xk, ch.xl)
-    v1 = _entries(np.where(has1, ch.kind2, -1), ch.k2, ch.l2, ch.xk2, ch.xl2)
+    cf = P.c[fj]
+    has1, v0, v1, rho = _runner_up_ratio(P, fj, ch, lam, cf)
     xmin = _min_amount(P, fj, ch.kind, ch.k, ch.xk)
     shrink = (ch.kind == SINGLE) & (xmin < ch.xk * (1.0 - 1e-12))
     V = _Vertices(v0=v0, v1=v1, k=ch.k, delta=np.where(shrink, xmin - ch.xk, 0.0))
-    cf = P.c[fj]
-    # gap relative to the size of the move itself: for "all time on k" vs "floor on k" this
-    # is (c - W lam) / (c + W lam), a pure price ratio whatever the floor
-    scale = _move_size(P, fj, lam, cf, v0, v1) + 1e-300
-    rho = 1.0 + np.maximum(ch.value - ch.runner_up, 0.0) / scale
-    rho = np.where(has1, rho, np.inf)
     sig0 = vertex_signature(m, ch.kind, ch.k, ch.l, ch.xk >= 1.0)
     sig1 = np.where(has1, vertex_signature(m, ch.kind2, ch.k2, ch.l2, ch.xk2 >= 1.0), -1)
     S = 2 + 2 * m + m * m
@@ -576,16 +584,12 @@ def _release_settled(P: SeparableProblem, S: _FloorState, R: _FloorPriced, amb_i
     if S.released is None:
         S.released = np.zeros(P.n, dtype=bool)
     ch = R.full.take(amb_idx)
-    v0 = _entries(ch.kind, ch.k, ch.l, ch.xk, ch.xl)
+    _, v0, _, rho = _runner_up_ratio(P, amb_idx, ch, R.lam, P.c[amb_idx])
     vertex = np.zeros_like(Xa)
     r = np.arange(amb_idx.size)
     for k, a in v0:
         vertex[r, k] += a
     at_vertex = np.all(np.abs(Xa - vertex) <= 1e-9 * (1.0 + np.abs(vertex)), axis=1)
-    has1 = ch.kind2 >= 0
-    v1 = _entries(np.where(has1, ch.kind2, -1), ch.k2, ch.l2, ch.xk2, ch.xl2)
-    size = _move_size(P, amb_idx, R.lam, P.c[amb_idx], v0, v1) + 1e-300
-    rho = np.where(has1, 1.0 + np.maximum(ch.value - ch.runner_up, 0.0) / size, np.inf)
     out = amb_idx[at_vertex & (rho > SETTLED_RATIO) & ~S.released[amb_idx]]
     res.history[-1]["released"] = int(out.size)
     if out.size:
