@@ -4,6 +4,7 @@ The same driver against a real slurmctld/slurmd: tests/test_slurm_real.py."""
 
 from __future__ import annotations
 
+import json
 import logging
 import os
 import subprocess
@@ -236,6 +237,79 @@ def test_reconciliation_finishes_jobs_slurm_finished_and_preempts_unplanned_runs
     assert s.completed == 1 and s.cancelled == 2 and s.submitted == 1
     assert status[late] == "active"
     d.close()
+
+
+def test_a_job_the_grace_signal_ended_is_requeued_not_lost(tmp_path, fake, clock):
+    # A job preempted right after it started can die of SIGUSR1 before it installs its handler:
+    # Slurm says FAILED (exit signal 10). It must be requeued, not cancelled; other failures end.
+    ids = [fake.submit(1, comment=RATES) for _ in range(4)]
+    d = driver(tmp_path, fake, clock, "fifo")
+    d.run_round()
+    assert all(fake.job(j).running for j in ids)
+    report(30, job_id=ids[0], spool=tmp_path / "spool", now=clock.t + 30)
+    fake.finish(ids[0], "FAILED", exit_signal=10)     # SIGUSR1
+    fake.finish(ids[1], "FAILED", exit_signal=9)      # SIGKILL: not the grace signal
+    fake.finish(ids[2], "FAILED")                     # a non-zero exit
+    fake.fail["scontrol requeuehold"] = 1
+    clock.t += 60
+    s = d.run_round()                                 # the requeue fails: counted, retried next round
+    status = d.online.job_table().set_index("job_id")["status"]
+    assert s.requeued_failed == [ids[0]] and s.failures == 1 and s.cancelled == 2
+    assert (status[ids[0]], status[ids[1]], status[ids[2]], status[ids[3]]) == \
+        ("active", "cancelled", "cancelled", "active")
+    assert fake.job(ids[0]).state == "FAILED" and d.stats["requeued_failed"] == 0
+    clock.t += 60
+    s = d.run_round()
+    assert s.requeued_failed == [ids[0]] and s.failures == 0 and d.stats["requeued_failed"] == 1
+    assert fake.job(ids[0]).state == "PENDING" and fake.job(ids[0]).held
+    assert d.online.job_table().set_index("job_id").loc[ids[0], "steps_done"] == 30   # its progress is kept
+    s = d.run_round()                       # the same second: Slurm would fail a start now
+    assert ids[0] not in s.started and fake.job(ids[0]).held
+    clock.t += 60
+    s = d.run_round()                                 # and it runs again
+    assert ids[0] in s.started and fake.job(ids[0]).running and not s.requeued_failed
+    d.close()
+
+
+def test_a_shadow_driver_only_says_it_would_requeue_a_job_the_grace_signal_ended(tmp_path, fake, clock, caplog):
+    ids = [fake.submit(1, comment=RATES) for _ in range(2)]
+    fake.start([Start(ids[0], "v100", 1)])
+    d = driver(tmp_path, fake, clock, "fifo", shadow=True)
+    d.run_round()
+    fake.finish(ids[0], "FAILED", exit_signal=10)
+    fake.log.clear()
+    clock.t += 60
+    with caplog.at_level(logging.WARNING, logger="hetsched.slurm"):
+        s = d.run_round()
+    assert s.requeued_failed == [ids[0]] and "would requeue them" in caplog.text
+    assert fake.job(ids[0]).state == "FAILED" and ("scontrol requeuehold", (ids[0],)) not in fake.log
+    assert d.online.job_table().set_index("job_id").loc[ids[0], "status"] == "active"
+    d.close()
+
+
+def test_the_exit_signal_is_read_from_both_json_shapes_of_squeue(tmp_path, monkeypatch):
+    jobs = [  # Slurm 22.05: a raw wait status; 23.02 on: a status list and a signal record
+        {"job_id": 1, "job_state": "FAILED", "exit_code": 10},
+        {"job_id": 2, "job_state": "FAILED", "exit_code": 768},
+        {"job_id": 3, "job_state": "FAILED",
+         "exit_code": {"status": ["SIGNALED"], "return_code": {"set": True, "number": 0},
+                       "signal": {"id": {"set": True, "number": 10}, "name": "USR1"}}},
+        {"job_id": 4, "job_state": "FAILED",
+         "exit_code": {"status": ["ERROR"], "return_code": {"set": True, "number": 3},
+                       "signal": {"id": {"set": False, "number": 0}, "name": ""}}},
+        {"job_id": 5, "job_state": "FAILED", "exit_code": 9},
+        {"job_id": 6, "job_state": "COMPLETED", "exit_code": 0},
+    ]
+    (tmp_path / "jobs.json").write_text(json.dumps(
+        {"jobs": [{**j, "partition": "p", "priority": 1, "tres_per_node": "gres:gpu:1"} for j in jobs]}))
+    exe = tmp_path / "squeue"
+    exe.write_text(f"#!/bin/sh\nexec /bin/cat {tmp_path / 'jobs.json'}\n")
+    exe.chmod(0o755)
+    monkeypatch.setenv("PATH", str(tmp_path))
+    got = {j.job_id: (j.exit_signal, j.killed_by_grace_signal)
+           for j in SlurmCommands(partition="p", use_json=True).jobs()}
+    assert got == {"1": (10, True), "2": (None, False), "3": (10, True), "4": (None, False), "5": (9, False),
+                   "6": (None, False)}
 
 
 def test_a_drained_node_shrinks_the_cluster_and_loses_no_job(tmp_path, fake, clock):

@@ -57,9 +57,10 @@ def work(slurm, tmp_path):
     return tmp_path
 
 
-def submit(slurm, work, n, *, gpus=1, total=40, python=False):
+def submit(slurm, work, n, *, gpus=1, total=40, python=False, late_traps=None):
     env = {"HETSCHED_SPOOL": work / "spool", "RUNS": work / "runs", "TOTAL": total,
-           **{f"RATE_{t}": r * gpus for t, r in RATE.items()}, **({"PY": sys.executable} if python else {})}
+           **{f"RATE_{t}": r * gpus for t, r in RATE.items()}, **({"PY": sys.executable} if python else {}),
+           **({"LATE_TRAPS": late_traps} if late_traps is not None else {})}
     comment = f"hetsched:throughputs=v100:{RATE['v100'] * gpus},k80:{RATE['k80'] * gpus};total_steps={total}"
     return [slurm.submit(gpus, comment=comment, env={k: str(v) for k, v in env.items()}) for _ in range(n)]
 
@@ -203,6 +204,35 @@ def test_preemption_requeues_with_the_grace_signal_and_a_drained_node_is_left(sl
     check_no_job_ran_twice_at_once_and_capacity_held(after)
 
 
+def test_a_job_the_grace_signal_ends_before_its_handler_is_requeued_and_finishes(slurm, work):
+    # the job installs its USR1/TERM handlers 6 s after it starts (a script still importing):
+    # a grace signal in that window ends it and Slurm says FAILED; the driver must requeue it
+    [jid] = submit(slurm, work, 1, total=20, late_traps=6)
+    commands = SlurmCommands(partition=slurm_cluster.PARTITION)
+    with SlurmDriver("fifo", commands=commands, spool=work / "spool", gpu_types=["v100", "k80"],
+                     store=work / "s.db", round_seconds=3) as d:
+        assert d.run_round().started == [jid]
+        deadline = time.monotonic() + 30
+        while not runs(work).get(jid):               # its start line: the handlers are not there yet
+            assert time.monotonic() < deadline, slurm.states()
+            time.sleep(0.2)
+        slurm.run("scancel", "--signal=USR1", "--full", jid)
+        deadline = time.monotonic() + 30
+        while slurm.states().get(jid) != "FAILED":
+            assert time.monotonic() < deadline, slurm.states()
+            time.sleep(0.2)
+        s = d.run_round()
+        assert s.requeued_failed == [jid] and s.cancelled == 0 and d.stats["requeued_failed"] == 1
+        assert d.online.job_table().set_index("job_id").loc[jid, "status"] == "active"
+        rounds_until(d, lambda: all_finished(slurm, [jid]), seconds=3, timeout=90)
+        d.run_round()                                 # reads the completion
+        table = d.online.job_table().set_index("job_id")
+    assert table.loc[jid, "status"] == "completed" and table.loc[jid, "steps_done"] >= 20
+    r = runs(work)[jid]
+    assert len(r) == 2 and r[0][1] is None and r[1][1] is not None, r   # the killed run has no end line
+    assert r[0][0] < r[1][0]
+
+
 def test_a_driver_killed_mid_round_loses_no_job_and_runs_none_twice(slurm, work):
     ids = submit(slurm, work, 10, total=30)
     cmd = [sys.executable, "-m", "hetsched", "slurm", "--store", str(work / "s.db"), "--spool", str(work / "spool"),
@@ -235,7 +265,8 @@ def test_a_driver_killed_mid_round_loses_no_job_and_runs_none_twice(slurm, work)
     try:
         deadline = time.monotonic() + 120
         while not all_finished(slurm, ids):
-            assert time.monotonic() < deadline, slurm.states()
+            assert time.monotonic() < deadline, ({j: s for j, s in slurm.states().items() if j in ids},
+                                                 "".join(seen + logged)[-6000:])
             assert second.poll() is None, "".join(logged)
             time.sleep(1)
         # a later round reads the completions; wait for that evidence rather than a fixed

@@ -218,7 +218,8 @@ class SlurmCommands:
                         sum(typed.values()) + untyped, next(iter(typed), None),
                         expand_hostlist(str(j.get("nodes") or "")), str(j.get("comment") or ""),
                         float(j.get("start_time") or 0), reason,
-                        int(j["user_id"]) if isinstance(j.get("user_id"), int) else None)
+                        int(j["user_id"]) if isinstance(j.get("user_id"), int) else None,
+                        _exit_signal(j.get("exit_code")))
 
     # ------------------------------------------------------------------ acting (batched)
     def start(self, starts: Sequence[Start]) -> None:
@@ -279,6 +280,23 @@ class SlurmCommands:
 
 def _held(state: str, priority: float, reason: str) -> bool:
     return state == "PENDING" and (priority == 0 or reason.startswith("JobHeld") or "held" in reason.lower())
+
+
+def _exit_signal(code: Any) -> int | None:
+    """The signal that ended a job's run, from ``squeue --json``'s ``exit_code``: a raw wait
+    status (Slurm 22.05: 768 is ``exit 3``, 10 is "killed by signal 10"), or, from 23.02 on,
+    ``{"status": ["SIGNALED"], "signal": {"id": {"number": 10, ...}, "name": "USR1"}}``."""
+    if isinstance(code, bool):
+        return None
+    if isinstance(code, int):
+        sig = code & 0x7F
+        return sig if 0 < sig < 0x7F else None
+    if isinstance(code, dict) and "SIGNALED" in (code.get("status") or ()):
+        sig = (code.get("signal") or {}).get("id")
+        if isinstance(sig, dict):
+            sig = sig.get("number") if sig.get("set", True) else None
+        return sig if isinstance(sig, int) and not isinstance(sig, bool) and sig > 0 else None
+    return None
 
 
 def _float(text: str) -> float:

@@ -11,7 +11,8 @@ Every round (:meth:`SlurmDriver.run_round`):
 3. **read progress** from the spool directory (:mod:`.spool`) and report it to the online
    scheduler; a report below an earlier one is refused, logged and counted, naming the job;
    then a job finished or cancelled outside hetsched, or gone from Slurm, is completed or
-   cancelled;
+   cancelled, except a job the grace signal ended before it could catch it (FAILED by
+   ``SIGUSR1``: it had just started), which is requeued held to resume from its checkpoint;
 4. **plan** the next round (:meth:`OnlineScheduler.next_round`, committed to the store);
 5. **apply** it, batched (:mod:`.commands`): a running job whose lease is renewed on the same
    GPU type, count and nodes keeps running; the other running jobs get the grace signal
@@ -77,6 +78,10 @@ class RoundSummary:
     kept, started, preempted : list of str
         Job ids whose lease was renewed, that were (or in shadow mode would be) started,
         and preempted.
+    requeued_failed : list of str
+        Jobs that Slurm called FAILED because the grace signal ended their run (it arrived
+        before they installed their handler), requeued held instead of ended (in shadow
+        mode: that would be).
     failures : int
         Slurm commands that failed this round.
     shadow : bool
@@ -101,6 +106,7 @@ class RoundSummary:
     kept: list[str] = field(default_factory=list)
     started: list[str] = field(default_factory=list)
     preempted: list[str] = field(default_factory=list)
+    requeued_failed: list[str] = field(default_factory=list)
     failures: int = 0
     shadow: bool = False
     predicted_mean_finish_s: tuple[float, float] = (math.nan, math.nan)
@@ -182,7 +188,8 @@ class SlurmDriver:
         self.restart_wait_s = check_nonneg(restart_wait_s, "restart_wait_s", unit="seconds")
         self.clock, self.sleep = clock, sleep
         #: counts over the driver's life: rounds, submitted, completed, cancelled, reports,
-        #: reports_refused, requests_refused, started, preempted, held, command_failures, resizes
+        #: reports_refused, requests_refused, started, preempted, held, command_failures, resizes,
+        #: requeued_failed (jobs the grace signal ended, requeued: see SlurmJob.killed_by_grace_signal)
         self.stats: Counter[str] = Counter()
         #: job id -> reports of it refused (they went backwards, named a GPU type the cluster
         #: lacks, could not be read, came from another user, or have no GPU type)
@@ -192,6 +199,9 @@ class SlurmDriver:
         self._progress: dict[str, list[float]] = {}   # job id -> [highest steps seen, time of the last line]
         # job id -> when its latest run started: Slurm's start time while it runs, else when it was released
         self._started: dict[str, float] = {}
+        # job id -> clock() when this driver requeued it: Slurm fails a job started again in the
+        # second its last run was stopped (its credential is revoked), so it waits REQUEUE_SETTLE_S
+        self._requeued_at: dict[str, float] = {}
         self._cluster = self._read_cluster_or_raise()
         online.setdefault("consolidate", True)     # --gres is per node: a gang runs on one node
         self.online = OnlineScheduler(scheduler, self._cluster.cluster, store=store, round_seconds=self.round_seconds,
@@ -244,6 +254,8 @@ class SlurmDriver:
         if not self.shadow:            # once the store holds their last reports
             for jid in ended:
                 self.spool.remove(jid)
+        if summary.requeued_failed:
+            self._requeue_failed(summary)
         alive = {j.job_id for j in jobs if j.alive}
         for jid in [j for j in self.refused_jobs if j not in alive]:
             del self.refused_jobs[jid]
@@ -257,8 +269,11 @@ class SlurmDriver:
             st = status.get(job.job_id)
             if job.alive and st is None:
                 self._submit(job, now, summary)
+            elif not job.alive and st == "active" and job.killed_by_grace_signal:
+                summary.requeued_failed.append(job.job_id)    # still active: requeued below
             elif not job.alive and st == "active":
-                ended.append((job.job_id, job.state == "COMPLETED", f"Slurm says {job.state}"))
+                because = f" ({job.reason})" if job.reason and job.reason != "None" else ""
+                ended.append((job.job_id, job.state == "COMPLETED", f"Slurm says {job.state}{because}"))
         ended += [(jid, False, "gone from Slurm's queue") for jid, st in status.items()
                   if st == "active" and jid not in seen]
         self._read_progress(self.online.job_table() if summary.submitted else table,
@@ -266,6 +281,22 @@ class SlurmDriver:
         for jid, completed, why in ended:
             self._finish(jid, now, completed, why, summary)
         return [jid for jid, _, _ in ended]
+
+    def _requeue_failed(self, summary: RoundSummary) -> None:
+        """Requeue, held, the jobs the grace signal ended before they could catch it (Slurm
+        requeues a failed batch job): a preemption must not lose a job that had just started
+        and not yet installed its ``SIGUSR1`` handler. It resumes from its last checkpoint
+        when a plan starts it again; a failed requeue is retried next round (the job stays
+        active and FAILED)."""
+        ids = summary.requeued_failed
+        log.warning("jobs %s failed on the grace signal (SIGUSR1 arrived before their handler was installed); "
+                    "%s held, to resume from their checkpoints", ids,
+                    "would requeue them" if self.shadow else "requeued")
+        if not self.shadow and self._try("requeueing jobs the grace signal ended (scontrol requeuehold)",
+                                         self.commands.requeue_hold, ids, summary=summary):
+            self.stats["requeued_failed"] += len(ids)
+            now = float(self.clock())
+            self._requeued_at.update((j, now) for j in ids)
 
     def _submit(self, job: SlurmJob, now: float, summary: RoundSummary) -> None:
         try:
@@ -435,6 +466,7 @@ class SlurmDriver:
     def _apply(self, desired: Mapping[str, Start], jobs: list[SlurmJob], summary: RoundSummary) -> None:
         preempt, hold, starts, restarts = [], [], [], []
         usable = set(self._cluster.node_of.values())
+        settling = self._settling()
         for job in jobs:
             want = desired.get(job.job_id)
             same = (want is not None and job.gpu_type == want.gpu_type and job.gpus == want.gpus
@@ -456,7 +488,7 @@ class SlurmDriver:
                         summary.kept.append(job.job_id)
                         continue
                     hold.append(job.job_id)
-                if want is not None:
+                if want is not None and job.job_id not in settling:
                     starts.append(want)
             # other states (COMPLETING, REQUEUED, ...) are passing: the next round sees where they went
         summary.preempted = preempt
@@ -475,6 +507,8 @@ class SlurmDriver:
             if self._try("requeueing preempted jobs (scontrol requeuehold)", self.commands.requeue_hold, preempt,
                          summary=summary):
                 self.stats["preempted"] += len(preempt)
+                now = float(self.clock())
+                self._requeued_at.update((j, now) for j in preempt)
             else:
                 restarts = []
         if hold and self._try("holding released jobs (scontrol hold)", self.commands.hold, hold, summary=summary):
@@ -493,6 +527,16 @@ class SlurmDriver:
         if preempt or starts:
             log.info("round %d: kept %d, preempted %s, started %s", summary.round_index, len(summary.kept), preempt,
                      [f"{s.job_id}:{s.tres}" for s in starts])
+
+    def _settling(self) -> set[str]:
+        """Jobs this driver requeued less than :data:`REQUEUE_SETTLE_S` ago (not started yet)."""
+        now = float(self.clock())
+        for jid in [j for j, t in self._requeued_at.items() if now - t >= REQUEUE_SETTLE_S]:
+            del self._requeued_at[jid]
+        if self._requeued_at:
+            log.debug("jobs %s were requeued less than %g s ago: they start next round", sorted(self._requeued_at),
+                      REQUEUE_SETTLE_S)
+        return set(self._requeued_at)
 
     def _requeued(self, restarts: list[Start], summary: RoundSummary) -> list[Start]:
         """The jobs of ``restarts`` (just requeued, to start elsewhere) that are back in the queue

@@ -64,9 +64,10 @@ class FakeSlurm:
                                    "JobHeldUser" if held else "Priority", user_id=user_id)
         return jid
 
-    def finish(self, job_id: str, state: str = "COMPLETED") -> None:
-        """The job ends in ``state`` (by itself, or cancelled outside hetsched)."""
-        self._set(job_id, state=state, held=False)
+    def finish(self, job_id: str, state: str = "COMPLETED", *, exit_signal: int | None = None) -> None:
+        """The job ends in ``state`` (by itself, or cancelled outside hetsched); ``exit_signal``:
+        the signal that ended its run (``squeue --json``'s exit code)."""
+        self._set(job_id, state=state, held=False, exit_signal=exit_signal)
 
     def forget(self, job_id: str) -> None:
         """Slurm no longer shows the job (it aged out of ``squeue``)."""
@@ -164,4 +165,5 @@ class FakeSlurm:
         for jid in job_ids:
             if self._jobs[jid].running:
                 self.restarts[jid] += 1
-            self._set(jid, state="PENDING", held=True, nodes=(), start_time=0.0, reason="JobHeldUser")
+            self._set(jid, state="PENDING", held=True, nodes=(), start_time=0.0, reason="JobHeldUser",
+                      exit_signal=None)

@@ -10,7 +10,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
-__all__ = ["ALIVE_STATES", "FINISHED_STATES", "RUNNING_STATES", "SlurmJob", "SlurmNode", "Start",
+__all__ = ["ALIVE_STATES", "FINISHED_STATES", "GRACE_SIGNAL", "RUNNING_STATES", "SlurmJob", "SlurmNode", "Start",
            "expand_hostlist", "parse_gres"]
 
 #: Job states in which a job holds (or is about to hold) its node's GPUs.
@@ -21,6 +21,9 @@ ALIVE_STATES = RUNNING_STATES | {"PENDING", "REQUEUED", "REQUEUE_HOLD", "REQUEUE
 #: Job states after which a job never runs again (COMPLETED: finished by itself).
 FINISHED_STATES = frozenset({"COMPLETED", "CANCELLED", "FAILED", "TIMEOUT", "NODE_FAIL", "PREEMPTED", "BOOT_FAIL",
                              "DEADLINE", "OUT_OF_MEMORY", "SPECIAL_EXIT", "REVOKED"})
+
+#: ``SIGUSR1`` (Linux's number): the signal the driver sends ``--grace-seconds`` before a preemption.
+GRACE_SIGNAL = 10
 
 #: Node state flags that take a node's GPUs away from the plan.
 UNUSABLE_FLAGS = frozenset({"DRAIN", "DRAINED", "DRAINING", "FAIL", "FAILING", "MAINT", "NOT_RESPONDING",
@@ -80,6 +83,9 @@ class SlurmJob:
         Slurm's reason for its state (``JobHeldUser``, ``Resources``, ...).
     user_id : int or None
         The uid it runs as (its progress file must be owned by it or by root).
+    exit_signal : int or None
+        The signal that ended its last run, from ``squeue --json``'s exit code (None: it
+        exited by itself, has not ended, or the text format, which shows no exit code).
     """
 
     job_id: str
@@ -92,6 +98,7 @@ class SlurmJob:
     start_time: float = 0.0
     reason: str = ""
     user_id: int | None = None
+    exit_signal: int | None = None
 
     @property
     def alive(self) -> bool:
@@ -102,6 +109,13 @@ class SlurmJob:
     def running(self) -> bool:
         """Holding GPUs now."""
         return self.state in RUNNING_STATES
+
+    @property
+    def killed_by_grace_signal(self) -> bool:
+        """Failed because ``SIGUSR1``, the driver's grace signal, ended its run: it arrived
+        before the job installed its handler (a job just started, still importing), so the
+        job did not checkpoint and exit as asked; it is requeued, not lost."""
+        return self.state == "FAILED" and self.exit_signal == GRACE_SIGNAL
 
 
 @dataclass(frozen=True)
