@@ -73,6 +73,8 @@ def aggregate_jobs(jobs: JobSet, fields: Sequence[str] = ()) -> JobClasses:
             frame = pd.DataFrame(cols, copy=False)
             codes = frame.groupby(list(cols), sort=False, dropna=False).ngroup().to_numpy()
     n_classes = int(codes.max()) + 1 if codes.size else 0
+    if n_classes == jobs.n_jobs:   # all distinct: codes are 0..n-1, the classes are the jobs
+        return JobClasses(jobs, codes.astype(np.int64))
     first = _first_rows(codes)
     counts = np.bincount(codes, minlength=n_classes)
     reps = jobs.take(first)._with_multiplicity(counts * jobs.multiplicity[first])

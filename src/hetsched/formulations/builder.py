@@ -37,11 +37,31 @@ class AllocationVars:
 
     def __init__(self, mask: np.ndarray, start: int) -> None:
         self.mask = mask
-        self.job, self.gpu = np.nonzero(mask)
-        self.size = int(self.job.shape[0])
         self.start = start
-        self.x_index = np.full(mask.shape, -1, dtype=np.int64)
-        self.x_index[self.job, self.gpu] = np.arange(start, start + self.size, dtype=np.int64)
+        if mask.all():    # every pair usable (large benchmarks): the indices are a plain range
+            self.size = int(mask.size)
+            self.x_index = np.arange(start, start + self.size, dtype=np.int64).reshape(mask.shape)
+        else:
+            flat = np.flatnonzero(mask)
+            self.size = int(flat.shape[0])
+            self.x_index = np.full(mask.shape, -1, dtype=np.int64)
+            self.x_index.reshape(-1)[flat] = np.arange(start, start + self.size, dtype=np.int64)
+        self._job_gpu: tuple[np.ndarray, np.ndarray] | None = None
+
+    @property
+    def job(self) -> np.ndarray:
+        """Job row of each X variable (computed on first use: the level program's direct
+        assembly never needs it, and at 10^6 x 10 it is 80 MB)."""
+        if self._job_gpu is None:
+            self._job_gpu = np.nonzero(self.mask)
+        return self._job_gpu[0]
+
+    @property
+    def gpu(self) -> np.ndarray:
+        """Type column of each X variable (see :attr:`job`)."""
+        if self._job_gpu is None:
+            self._job_gpu = np.nonzero(self.mask)
+        return self._job_gpu[1]
 
     @property
     def cols(self) -> np.ndarray:

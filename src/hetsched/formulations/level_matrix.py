@@ -55,20 +55,31 @@ def level_rows_csr(X: AllocationVars, load: np.ndarray, a: np.ndarray, t: int) -
     # job rows: the job's variables, in order
     indices[:nx] = np.arange(nx, dtype=idx_t)
     data[:nx] = 1.0
-    # capacity rows: each type's variables in job order (column-major walk of the mask)
-    maskT = mask.T
-    indices[nx:2 * nx] = X.x_index.T[maskT]
-    data[nx:2 * nx] = np.broadcast_to(load[None, :], (m, n))[maskT]
-    # level rows: the job's variables then t; variable v of job j sits at v + j
     lvl_idx, lvl_val = indices[2 * nx:], data[2 * nx:]
-    pos = np.arange(nx, dtype=np.int64)
-    pos += np.repeat(np.arange(n, dtype=np.int64), per_job)
-    lvl_idx[pos] = indices[:nx]
-    lvl_val[pos] = a[mask]
-    del pos
-    t_pos = job_ptr[1:] + np.arange(n, dtype=np.int64)
-    lvl_idx[t_pos] = t
-    lvl_val[t_pos] = -1.0
+    if nx == n * m:
+        # every pair usable: each block is a strided copy (no gathers, no position arrays;
+        # 0.35 -> 0.1 s at 10^6 x 10)
+        indices[nx:2 * nx].reshape(m, n)[:] = X.x_index.T
+        data[nx:2 * nx].reshape(m, n)[:] = load[None, :]
+        rows_idx, rows_val = lvl_idx.reshape(n, m + 1), lvl_val.reshape(n, m + 1)
+        rows_idx[:, :m] = X.x_index
+        rows_idx[:, m] = t
+        rows_val[:, :m] = a
+        rows_val[:, m] = -1.0
+    else:
+        # capacity rows: each type's variables in job order (column-major walk of the mask)
+        maskT = mask.T
+        indices[nx:2 * nx] = X.x_index.T[maskT]
+        data[nx:2 * nx] = np.broadcast_to(load[None, :], (m, n))[maskT]
+        # level rows: the job's variables then t; variable v of job j sits at v + j
+        pos = np.arange(nx, dtype=np.int64)
+        pos += np.repeat(np.arange(n, dtype=np.int64), per_job)
+        lvl_idx[pos] = indices[:nx]
+        lvl_val[pos] = a[mask]
+        del pos
+        t_pos = job_ptr[1:] + np.arange(n, dtype=np.int64)
+        lvl_idx[t_pos] = t
+        lvl_val[t_pos] = -1.0
     indptr = np.concatenate([
         job_ptr,
         nx + np.cumsum(per_type, dtype=np.int64),

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import copy
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -307,7 +308,9 @@ class JobSet:
         return out
 
     def _with_multiplicity(self, multiplicity: np.ndarray) -> JobSet:
-        out = self.take(np.arange(self.n_jobs))
+        # a shallow copy: the arrays are shared, as ``take`` results share nothing they change
+        # (copying them row by row cost 0.3 s at 10^6 jobs)
+        out = copy.copy(self)
         out._multiplicity = np.asarray(multiplicity, dtype=np.int64)
         return out
 
