@@ -109,6 +109,33 @@ def test_scaled_violation_by_hand() -> None:
     assert scaled_violation(lp, np.array([np.nan, 0.0])) == np.inf
 
 
+@pytest.mark.parametrize("block", [1, 3, 7, 1 << 18])
+def test_scaled_violation_in_blocks_is_the_whole_vector_formula(block) -> None:
+    # blocks that split rows and columns anywhere give the same number as the formula on whole vectors
+    rng = np.random.default_rng(block)
+    for _ in range(20):
+        n_rows, n_vars = rng.integers(1, 12, 2)
+        A = sp.csr_array(rng.normal(0, 1, (n_rows, n_vars)) * (rng.random((n_rows, n_vars)) < 0.6))
+        def bounds(k):
+            lb = np.where(rng.random(k) < 0.3, -np.inf, rng.normal(0, 5, k))
+            return lb, np.where(rng.random(k) < 0.3, np.inf, np.maximum(lb, 0) + rng.uniform(0, 3, k))
+        row_lb, row_ub = bounds(n_rows)
+        col_lb, col_ub = bounds(n_vars)
+        lp = LinearProgram(c=np.ones(n_vars), A=A, row_lb=row_lb, row_ub=row_ub, col_lb=col_lb, col_ub=col_ub,
+                           x_index=np.zeros((1, n_vars), dtype=int))
+        x = rng.normal(0, 4, n_vars)
+        expect = 0.0
+        for value, lb, ub in ((A @ x, row_lb, row_ub), (x, col_lb, col_ub)):
+            for v, lo, hi in zip(value, lb, ub):
+                if np.isfinite(lo):
+                    expect = max(expect, (lo - v) / max(1.0, abs(lo)))
+                if np.isfinite(hi):
+                    expect = max(expect, (v - hi) / max(1.0, abs(hi)))
+        assert scaled_violation(lp, x, block=block) == pytest.approx(expect, rel=1e-12, abs=0)
+        x[rng.integers(n_vars)] = np.inf
+        assert scaled_violation(lp, x, block=block) == np.inf
+
+
 def test_fallback_tolerance_is_tighter_than_the_certificate() -> None:
     assert FEASIBILITY_TOL * 10 <= DEFAULT_TOL
 

@@ -69,3 +69,36 @@ def test_level_rows_refuse_an_x_block_that_does_not_start_at_zero():
     X = AllocationVars(np.ones((2, 2), dtype=bool), 3)
     with pytest.raises(ValueError, match="columns 0..n_x-1"):
         level_rows_csr(X, np.ones(2), np.ones((2, 2)), X.size + 3)
+
+
+@pytest.mark.parametrize("policy", ["max_min_fairness", "min_makespan"])
+def test_the_dense_layout_shortcuts_give_the_same_solve(policy, monkeypatch):
+    # every pair usable: the structured path reads X[j, k] as variable j m + k (no index arrays,
+    # A and W without copies); with the flag removed it takes the general path: the same numbers
+    import hetsched as hs
+    from hetsched.solvers.structured import backend
+
+    rng = np.random.default_rng(7)
+    n = 3000
+    jobs = hs.JobSet(rng.lognormal(0.0, 1.0, (n, 4)), gpu_types=["a", "b", "c", "d"],
+                     scale_factors=rng.choice([1, 2, 4], n), weights=rng.choice([1.0, 5.0], n),
+                     steps_remaining=rng.uniform(1e3, 1e5, n))
+    cluster = hs.Cluster({"a": 700, "b": 300, "c": 64, "d": 1200})
+    seen = []
+    original = backend.recognize
+
+    def recognize(lp, *, keep):
+        st = lp.meta.get("structure") or {}
+        seen.append(bool(st.get("dense")))
+        if not keep and st:
+            lp.meta["structure"] = {**st, "dense": False}
+        return original(lp)
+
+    monkeypatch.setattr(backend, "recognize", lambda lp: recognize(lp, keep=True))
+    dense = hs.solve(policy, jobs, cluster, solver="structured")
+    assert seen and all(seen)
+    monkeypatch.setattr(backend, "recognize", lambda lp: recognize(lp, keep=False))
+    general = hs.solve(policy, jobs, cluster, solver="structured")
+    assert dense.status == general.status == "optimal"
+    np.testing.assert_array_equal(dense.X, general.X)
+    assert dense.objective == general.objective

@@ -185,7 +185,9 @@ def _level_program_direct(jobs: JobSet, capacities: np.ndarray, a: np.ndarray, *
                              "t": t,
                              # read by hetsched.solvers.structured (solver="structured")
                              "structure": {"kind": "level", "a": a, "load": load, "capacities": capacities,
-                                           "floor": floor, "rows": (0, n, n + m), "resources": resources},
+                                           "floor": floor, "rows": (0, n, n + m), "resources": resources,
+                                           # every pair usable: X[j, k] is variable j m + k
+                                           "dense": X.size == n * m},
                              **(meta or {}),
                          })
 
@@ -195,9 +197,12 @@ def stage2_program(lp1, jobs: JobSet, a: np.ndarray, floor: float, *, meta: dict
     the same rows and matrix (shared, not copied), t fixed at ``floor`` and the objective
     :math:`\sum_j \mu_j \sum_k a_{jk} X_{jk}`. Equal to ``level_program(..., floor=floor)``."""
     t = int(lp1.meta["t"])
-    usable = lp1.x_index >= 0
     c = np.zeros(lp1.n_vars)
-    c[lp1.x_index[usable]] = (jobs.multiplicity[:, None] * a)[usable]
+    if lp1.meta["structure"].get("dense"):       # X[j, k] is variable j m + k: no index arrays
+        c[:t] = (jobs.multiplicity[:, None] * a).reshape(-1)
+    else:
+        usable = lp1.x_index >= 0
+        c[lp1.x_index[usable]] = (jobs.multiplicity[:, None] * a)[usable]
     col_lb, col_ub = lp1.col_lb.copy(), lp1.col_ub.copy()
     col_lb[t] = col_ub[t] = floor
     base = {k: v for k, v in lp1.meta.items() if k != "structured_warm"}

@@ -67,7 +67,10 @@ def structured_options(options: Mapping[str, Any] | None) -> tuple[StructuredOpt
 
 def _solution_vector(lp: LinearProgram, P: SeparableProblem, r: StructuredResult) -> np.ndarray:
     x = np.zeros(lp.n_vars)
-    x[P.x_index[P.U]] = r.X[P.U]
+    if (lp.meta.get("structure") or {}).get("dense") and P.U.all():   # X[j, k] is variable j m + k
+        x[: r.X.size] = r.X.reshape(-1)
+    else:
+        x[P.x_index[P.U]] = r.X[P.U]
     if P.t_index >= 0:
         x[P.t_index] = r.t if P.mode == "level" else P.t_value
     return x

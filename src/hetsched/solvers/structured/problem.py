@@ -259,10 +259,16 @@ def _from_level_meta(lp: LinearProgram) -> SeparableProblem | None:
     if not (np.all(lp.row_ub[:n] == 1.0) and np.array_equal(lp.row_ub[n:n + m], C)
             and np.all(lp.row_lb[n + m:n_base] == 0.0) and np.all(np.isinf(lp.row_ub[n + m:n_base]))):
         return None
-    A = np.where(U, a, 0.0)
-    W = np.where(U, load[:, None], 0.0)
     kx, Wx, Cx, extra_row = _meta_coupling(res["coupling"], U)
     zj, zk, zr = _meta_zero(res["zero"])
+    # every pair usable and none fixed: A is a itself and W a broadcast view of the loads (no
+    # n x m copies: at 10^6 x 10 their fresh pages cost about half a second of system time);
+    # the structured solver only reads them
+    dense = bool(st.get("dense")) and not zj.size and bool(U.all())
+    if dense:
+        A, W = a, np.broadcast_to(load[:, None], (n, m))
+    else:
+        A, W = np.where(U, a, 0.0), np.where(U, load[:, None], 0.0)
     if extra_row.size and not np.array_equal(lp.row_ub[extra_row], Cx):
         return None
     if zj.size:
@@ -284,8 +290,11 @@ def _from_level_meta(lp: LinearProgram) -> SeparableProblem | None:
     f = float(lp.col_lb[t])
     if lp.col_ub[t] != f:
         return None
-    cX = np.zeros((n, m))
-    cX[U] = lp.c[xi[U]]
+    if dense:
+        cX = lp.c[: n * m].reshape(n, m)
+    else:
+        cX = np.zeros((n, m))
+        cX[U] = lp.c[xi[U]]
     return SeparableProblem(c=cX, floors=np.full(n, f), gamma=0.0, t_bounds=(f, f),
                             offset=float(lp.offset) + float(lp.c[t]) * f, t_value=f, **common)
 
