@@ -107,30 +107,29 @@ def _entries(kind, k, l, xk, xl) -> list:
     return [(k, np.where(kind >= SINGLE, xk, 0.0)), (l, np.where(kind == PAIR, xl, 0.0))]
 
 
-def _move_size(P: SeparableProblem, rows, lam, cf, v0: list, v1: list) -> np.ndarray:
-    r""":math:`\sum_k (|c_{jk}| + \text{price}_{jk}) |X^1_{jk} - X^0_{jk}|` from the sparse
-    entries (each type counted once)."""
+def _move_size(P: SeparableProblem, rows, lam, v0: list, v1: list) -> np.ndarray:
+    r""":math:`\sum_k (|c_{jk}| + \text{price}_{jk}) |X^1_{jk} - X^0_{jk}|` of jobs ``rows``
+    from the sparse entries (each type counted once)."""
     slots = [k for k, _ in v0] + [k for k, _ in v1]
     n = rows.shape[0]
-    r = np.arange(n)
     total = np.zeros(n)
     for i, k in enumerate(slots):
         first = np.ones(n, dtype=bool)
         for k_prev in slots[:i]:
             first &= k != k_prev
         d = sum(np.where(kk == k, a, 0.0) for kk, a in v1) - sum(np.where(kk == k, a, 0.0) for kk, a in v0)
-        w = np.abs(cf[r, k]) + P.price_at(rows, k, lam)
+        w = np.abs(P.c[rows, k]) + P.price_at(rows, k, lam)
         total += np.where(first, w * np.abs(d), 0.0)
     return total
 
 
-def _group_loads(P: SeparableProblem, fj: np.ndarray, cf: np.ndarray, gid: np.ndarray, rows_g: np.ndarray,
+def _group_loads(P: SeparableProblem, fj: np.ndarray, gid: np.ndarray, rows_g: np.ndarray,
                  moves: tuple, ncol: int) -> tuple[np.ndarray, np.ndarray]:
     """Coupling-row loads (n_cap, ncol) and objective (ncol,) of the group columns.
 
     Each move is (entries added, entries taken away, column of each group, jobs that make
     the move); a job of group ``gid`` (rows ``rows_g`` of ``fj`` are grouped) adds its
-    change of load and objective (``cf``: the fixed jobs' objective rows) to its column.
+    change of load and objective (from its row of ``P.c``) to its column.
     """
     cap = np.zeros((P.n_cap, ncol))
     obj = np.zeros(ncol)
@@ -143,13 +142,13 @@ def _group_loads(P: SeparableProblem, fj: np.ndarray, cf: np.ndarray, gid: np.nd
         for entries, sign in ((plus, 1.0), (minus, -1.0)):
             for k, a in entries:
                 cap += P.loads(rows, k[jr], sign * a[jr], cidx, ncol)
-                obj += np.bincount(cidx, weights=sign * cf[jr, k[jr]] * a[jr], minlength=ncol)
+                obj += np.bincount(cidx, weights=sign * P.c[rows, k[jr]] * a[jr], minlength=ncol)
     return cap, obj
 
 
-def _runner_up_ratio(P: SeparableProblem, rows: np.ndarray, ch: FloorChoice, lam: np.ndarray, cf: np.ndarray):
+def _runner_up_ratio(P: SeparableProblem, rows: np.ndarray, ch: FloorChoice, lam: np.ndarray):
     """(has a runner-up, vertex entries, runner-up entries, ratio rho) of jobs ``rows`` with
-    choices ``ch`` at prices ``lam`` (``cf``: their objective rows). rho is 1 plus the gap to
+    choices ``ch`` at prices ``lam``. rho is 1 plus the gap to
     the runner-up relative to the size of the move itself: for "all time on k" vs "floor on
     k" this is (c - W lam) / (c + W lam), a pure price ratio whatever the floor; inf
     without a runner-up. The groups bin it (:func:`_floor_groups`), the release tests it
@@ -157,7 +156,7 @@ def _runner_up_ratio(P: SeparableProblem, rows: np.ndarray, ch: FloorChoice, lam
     has1 = ch.kind2 >= 0
     v0 = _entries(ch.kind, ch.k, ch.l, ch.xk, ch.xl)
     v1 = _entries(np.where(has1, ch.kind2, -1), ch.k2, ch.l2, ch.xk2, ch.xl2)
-    scale = _move_size(P, rows, lam, cf, v0, v1) + 1e-300
+    scale = _move_size(P, rows, lam, v0, v1) + 1e-300
     rho = np.where(has1, 1.0 + np.maximum(ch.value - ch.runner_up, 0.0) / scale, np.inf)
     return has1, v0, v1, rho
 
@@ -173,8 +172,9 @@ def _floor_groups(P: SeparableProblem, fj: np.ndarray, ch: FloorChoice, lam: np.
     m = P.m
     from .pricing import vertex_signature
 
-    cf = P.c[fj]
-    has1, v0, v1, rho = _runner_up_ratio(P, fj, ch, lam, cf)
+    # (the objective rows are read where needed, P.c[rows, k]: a copy P.c[fj] was n x m of
+    # fresh memory every round)
+    has1, v0, v1, rho = _runner_up_ratio(P, fj, ch, lam)
     xmin = _min_amount(P, fj, ch.kind, ch.k, ch.xk)
     shrink = (ch.kind == SINGLE) & (xmin < ch.xk * (1.0 - 1e-12))
     V = _Vertices(v0=v0, v1=v1, k=ch.k, delta=np.where(shrink, xmin - ch.xk, 0.0))
@@ -206,7 +206,7 @@ def _floor_groups(P: SeparableProblem, fj: np.ndarray, ch: FloorChoice, lam: np.
     scol[g_shr] = int(g_has1.sum()) + np.arange(int(g_shr.sum()))
     ncol = int(g_has1.sum() + g_shr.sum())
     moves = ((v1, v0, ucol, has1), ([(ch.k, V.delta)], [], scol, shrink))
-    cap, obj = _group_loads(P, fj, cf, gid, np.flatnonzero(grouped), moves, ncol)
+    cap, obj = _group_loads(P, fj, gid, np.flatnonzero(grouped), moves, ncol)
     both = g_has1 & g_shr
     link = np.stack([ucol[both], scol[both]], axis=1) if both.any() else None
     uj = np.where(gid >= 0, ucol[np.maximum(gid, 0)], -1)
@@ -584,7 +584,7 @@ def _release_settled(P: SeparableProblem, S: _FloorState, R: _FloorPriced, amb_i
     if S.released is None:
         S.released = np.zeros(P.n, dtype=bool)
     ch = R.full.take(amb_idx)
-    _, v0, _, rho = _runner_up_ratio(P, amb_idx, ch, R.lam, P.c[amb_idx])
+    _, v0, _, rho = _runner_up_ratio(P, amb_idx, ch, R.lam)
     vertex = np.zeros_like(Xa)
     r = np.arange(amb_idx.size)
     for k, a in v0:
