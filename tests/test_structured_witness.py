@@ -121,6 +121,30 @@ def test_row_bound_declines_when_no_assignment_fits() -> None:
         hs.solve(pol, jobs, cluster, solver="highs").objective, rel=REL)
 
 
+def test_row_bound_aggregate_check_also_declines_with_cpu_rows(monkeypatch) -> None:
+    """With a CPU row per type (extra coupling rows) a max-min level far below every job's
+    own time row is declined by the GPU rows' aggregate check, before any price search
+    (that search ran to its stall on cpu_rows_1e5 and cost a third of the solve)."""
+    from hetsched.solvers.structured import level
+
+    def no_search(*args, **kwargs):
+        raise AssertionError("the price search ran although the aggregate check declines")
+
+    monkeypatch.setattr(level, "_fitting_assignment", no_search)
+    rng = np.random.default_rng(5)
+    n = 3000
+    jobs = hs.JobSet(rng.lognormal(0.0, 1.0, (n, 3)), gpu_types=["a", "b", "c"],
+                     scale_factors=rng.choice([1, 2, 4], n), cpus_per_gpu=rng.choice([2.0, 4.0, 8.0], n))
+    cluster = hs.Cluster({"a": 300, "b": 200, "c": 100}, cpus={"a": 900.0, "b": 600.0, "c": 300.0})
+    pol = hs.policies.MaxMinFairness(second_stage=False)
+    lp = pol.formulate(jobs, cluster)
+    assert lp.meta["structure"]["resources"]["coupling"], "the program has no CPU rows"
+    out = get_backend("structured").solve(lp, options={"fallback": "none"})
+    ref = get_backend("highs").solve(lp)
+    assert out.status == ref.status == "optimal" and out.info["init"] != "row_bound"
+    assert out.objective == pytest.approx(ref.objective, rel=REL)
+
+
 @pytest.mark.parametrize("policy", ["min_makespan", "finish_time_fairness", "max_min_fairness"])
 def test_second_stage_prices_from_the_stage1_witness(policy: str, caplog) -> None:
     """Stage 2 takes its first prices from the witness sample (no level LP) and still
