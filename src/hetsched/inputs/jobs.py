@@ -308,7 +308,7 @@ class JobSet:
         return out
 
     def _with_multiplicity(self, multiplicity: np.ndarray) -> JobSet:
-        # a shallow copy: the arrays are shared, as ``take`` results share nothing they change
+        # a shallow copy: a JobSet never changes its arrays in place, so the copy shares them
         # (copying them row by row cost 0.3 s at 10^6 jobs)
         out = copy.copy(self)
         out._multiplicity = np.asarray(multiplicity, dtype=np.int64)
