@@ -292,11 +292,8 @@ class SlurmDriver:
         log.warning("jobs %s failed on the grace signal (SIGUSR1 arrived before their handler was installed); "
                     "%s held, to resume from their checkpoints", ids,
                     "would requeue them" if self.shadow else "requeued")
-        if not self.shadow and self._try("requeueing jobs the grace signal ended (scontrol requeuehold)",
-                                         self.commands.requeue_hold, ids, summary=summary):
-            self.stats["requeued_failed"] += len(ids)
-            now = float(self.clock())
-            self._requeued_at.update((j, now) for j in ids)
+        if not self.shadow:
+            self._requeue_hold(ids, "jobs the grace signal ended", "requeued_failed", summary)
 
     def _submit(self, job: SlurmJob, now: float, summary: RoundSummary) -> None:
         try:
@@ -504,12 +501,7 @@ class SlurmDriver:
                 self._try("signalling preempted jobs (scancel --signal=USR1)", self.commands.signal, preempt,
                           summary=summary)
                 self.sleep(self.grace_s)
-            if self._try("requeueing preempted jobs (scontrol requeuehold)", self.commands.requeue_hold, preempt,
-                         summary=summary):
-                self.stats["preempted"] += len(preempt)
-                now = float(self.clock())
-                self._requeued_at.update((j, now) for j in preempt)
-            else:
+            if not self._requeue_hold(preempt, "preempted jobs", "preempted", summary):
                 restarts = []
         if hold and self._try("holding released jobs (scontrol hold)", self.commands.hold, hold, summary=summary):
             self.stats["held"] += len(hold)
@@ -527,6 +519,17 @@ class SlurmDriver:
         if preempt or starts:
             log.info("round %d: kept %d, preempted %s, started %s", summary.round_index, len(summary.kept), preempt,
                      [f"{s.job_id}:{s.tres}" for s in starts])
+
+    def _requeue_hold(self, ids: list[str], what: str, stat: str, summary: RoundSummary) -> bool:
+        """``scontrol requeuehold`` the jobs ``ids``; on success count them in ``stats[stat]``
+        and note when (see :meth:`_settling`). False when the command failed (logged, counted)."""
+        if not self._try(f"requeueing {what} (scontrol requeuehold)", self.commands.requeue_hold, ids,
+                         summary=summary):
+            return False
+        self.stats[stat] += len(ids)
+        now = float(self.clock())
+        self._requeued_at.update((j, now) for j in ids)
+        return True
 
     def _settling(self) -> set[str]:
         """Jobs this driver requeued less than :data:`REQUEUE_SETTLE_S` ago (not started yet)."""
