@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass, field
+from collections.abc import Callable
 from typing import Any, ClassVar, dataclass_transform
 
 import numpy as np
@@ -125,11 +126,13 @@ class Policy:
 
     # -------------------------------------------------------------- helpers
     def outcome(self, lp: LinearProgram, out: SolverOutput, jobs: JobSet, cluster: Cluster,
-                **extra: Any) -> PolicyOutcome:
-        """Turn one solver output into a :class:`PolicyOutcome` (objective from X)."""
+                objective_of: Callable[[np.ndarray], float] | None = None, **extra: Any) -> PolicyOutcome:
+        """Turn one solver output into a :class:`PolicyOutcome` (objective from X:
+        ``objective_of(X)`` when given, one the caller has the inputs of at hand, else
+        :meth:`objective_of`)."""
         if out.has_solution:
             X = lp.extract_X(out.x)
-            objective = self.objective_of(X, jobs, cluster)
+            objective = self.objective_of(X, jobs, cluster) if objective_of is None else objective_of(X)
             report = getattr(lp, "report", None)  # programs over an allocation space describe their rows
             if report is not None:
                 extra = {**extra, **report(out.x, jobs)}

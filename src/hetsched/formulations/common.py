@@ -252,10 +252,12 @@ def retry_exact(ctx, attempt, *, what: str):
 
 
 def solve_levels(policy, jobs: JobSet, cluster, ctx, a: np.ndarray, *, second_stage: bool, name: str,
-                 space=None, **extra):
+                 space=None, objective_of=None, **extra):
     """Stage 1 of :func:`level_program` and, when asked, stage 2 at the level found.
 
     ``space``: an optional :class:`~hetsched.formulations.spaces.space.AllocationSpace` for both stages.
+    ``objective_of``: the policy's objective of an X from inputs at hand (see
+    :meth:`~hetsched.formulations.base.Policy.outcome`); None: ``policy.objective_of``.
 
     Returns ``(outcome, level)``; ``level`` is NaN when stage 1 failed. When stage 2 fails
     the stage-1 allocation is returned and the message says so.
@@ -266,7 +268,7 @@ def solve_levels(policy, jobs: JobSet, cluster, ctx, a: np.ndarray, *, second_st
     with ctx.building():
         lp1 = level_program(jobs, cap, a, name=name, cluster=cluster, space=space)
     out1 = ctx.run(lp1)
-    first = policy.outcome(lp1, out1, jobs, cluster, **extra)
+    first = policy.outcome(lp1, out1, jobs, cluster, objective_of=objective_of, **extra)
     if not out1.success:
         return first, float("nan")
     level = float(out1.x[lp1.meta["t"]])
@@ -288,4 +290,5 @@ def solve_levels(policy, jobs: JobSet, cluster, ctx, a: np.ndarray, *, second_st
             message=f"{first.message}; stage 2 ended {out2.status!r}, returning the stage-1 allocation",
             extra={**first.extra, "stage1_level": level, "second_stage_status": out2.status},
         ), level
-    return policy.outcome(lp2, out2, jobs, cluster, stage1_level=level, second_stage_status=out2.status, **extra), level
+    return policy.outcome(lp2, out2, jobs, cluster, objective_of=objective_of, stage1_level=level,
+                          second_stage_status=out2.status, **extra), level

@@ -15,6 +15,7 @@ is 0 there, e.g. a job with zero throughput on a type).
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from functools import cached_property
 from typing import Any
 
 import numpy as np
@@ -99,8 +100,23 @@ class LinearProgram:
         """Whether any variable is integer."""
         return self.integrality is not None and bool(np.any(self.integrality))
 
+    @cached_property
+    def _x_block_start(self) -> int | None:
+        """``s`` when X is the contiguous block ``x[s : s + X.size]`` in row-major order
+        (every pair has a variable, numbered in order: the large dense programs), else None."""
+        flat = self.x_index.reshape(-1)
+        if not flat.size:
+            return None
+        s = int(flat[0])
+        if s < 0 or int(flat[-1]) != s + flat.size - 1:
+            return None
+        return s if np.array_equal(flat, np.arange(s, s + flat.size)) else None
+
     def extract_X(self, x: np.ndarray) -> np.ndarray:
         """X (n_jobs, n_gpu_types) from a solution vector ``x``; 0 where no variable exists."""
+        s = self._x_block_start
+        if s is not None:  # one slice instead of a gather (10^6 x 10: 0.3 s -> 0.07 s with the check)
+            return x[s : s + self.x_index.size].reshape(self.x_index.shape).copy()
         X = np.zeros(self.x_index.shape)
         mask = self.x_index >= 0
         X[mask] = x[self.x_index[mask]]
