@@ -113,8 +113,8 @@ RELAX_FACTOR = 100.0
 #: is feasible at t = 0, so the frozen floors had left no point the solver accepts. On
 #: hierarchical 2,048 x 3 hard, seed 0, six probes in a row failed that way, then the level
 #: LP after them (dual and primal warm runs, a cold run of 4,600 iterations, a widened cold
-#: run): 5.2 -> 2.8 CPU-s; seeds 0-7 61-75 s against 78 s (docs/scaling.md). 10 rather than
-#: 100: a widening moves shares (a test fails every other probe).
+#: run): 5.3-6.0 -> 2.5-3.0 CPU-s; seeds 0-7 in all 76.9-79.1 -> 69.0-69.8 s (docs/scaling.md).
+#: 10 rather than 100: a widening moves shares (a test fails every other probe).
 PROBE_RELAX_FACTOR = 10.0
 
 
