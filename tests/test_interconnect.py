@@ -130,11 +130,26 @@ def test_tables_agree_with_brute_force(b, pattern, data):
         left = pair_sum(b, set(free) - set(s))
         return (beta, pair_sum(b, s), left) if sens else (left, beta, pair_sum(b, s))
 
-    cands = list(itertools.combinations(free, k))
-    top = max(key(s) for s in cands)
+    # the best by each key in turn, values within 1e-6 of the best counting as equal (the
+    # bandwidths differ by 1e-3 at least; a sum in another order differs in its last bits)
+    best = list(itertools.combinations(free, k))
+    for i in range(3):
+        hi = max(key(s)[i] for s in best)
+        best = [s for s in best if key(s)[i] >= hi - 1e-6]
     # lowest ids = lowest bit mask among the best
-    want = min((s for s in cands if key(s) == top), key=lambda s: sum(1 << a for a in s))
+    want = min(best, key=lambda s: sum(1 << a for a in s))
     assert g.best_subset(k, pattern, free=free, sensitive=sens) == want
+
+
+def test_sums_equal_but_for_rounding_tie_to_the_lowest_ids():
+    """Leaving out GPU 0 or GPU 3 leaves the same bandwidth, 1e6 + 10 + 0.001, summed over
+    different pairs and so equal but for the last bit: the lowest id goes (the exact ranks
+    before took GPU 3; found by the property above with a tolerant reference)."""
+    b = np.array([[0.0, 10.0, 1e-3, 10.0],
+                  [10.0, 0.0, 1e6, 10.0],
+                  [1e-3, 1e6, 0.0, 1e-3],
+                  [10.0, 10.0, 1e-3, 0.0]])
+    assert GpuGraph("g", b).best_subset(1, "ring", free=range(4), sensitive=False) == (0,)
 
 
 # ---------------------------------------------------------------- bad input

@@ -36,7 +36,9 @@ that maximises, in this order,
 3. :math:`\sigma(F \setminus S)` (bandwidth left among the GPUs that stay free: keep
    high-bandwidth islands whole for the next job),
 
-and the lowest GPU ids on a tie. A job that is not sensitive ranks by 3, then 1, then 2:
+and the lowest GPU ids on a tie (sums equal up to rounding, 1e-12 of the largest, are
+ties: the same sum added in another order can differ in its last bit). A job that is not
+sensitive ranks by 3, then 1, then 2:
 it takes the GPUs whose loss hurts the rest least. For every graph the choice is computed
 once for every free set and every :math:`k` (``2^n`` free sets, :math:`n \le 8`) and
 placement only looks it up, server by server, largest sensitive gang first.
@@ -264,10 +266,29 @@ def _subset_scores(b: np.ndarray, pattern: str) -> np.ndarray:
     return score
 
 
+#: Values closer than this times the largest one rank equal in :func:`_dense_rank`.
+TIE_RELATIVE = 1e-12
+
+
 def _dense_rank(values: np.ndarray) -> tuple[np.ndarray, int]:
-    """Ranks 0.. of ``values`` (equal values, equal ranks) and how many there are."""
-    uniq, inv = np.unique(values, return_inverse=True)
-    return inv.reshape(values.shape).astype(np.int64), int(uniq.size)
+    """Ranks 0.. of ``values`` and how many there are: sorted values closer than
+    :data:`TIE_RELATIVE` times the largest magnitude to the previous one share its rank (a
+    pair sum over {0, 2, 3, 4} and one over {0, 1, 2, 3} can be the same number summed in
+    another order and differ in the last bit; exact ranks then broke the tie by that bit
+    instead of by the lowest ids)."""
+    flat = values.reshape(-1)
+    if not flat.size:
+        return np.zeros(values.shape, dtype=np.int64), 0
+    order = np.argsort(flat, kind="stable")
+    v = flat[order]
+    tol = TIE_RELATIVE * float(np.abs(v).max())
+    step = np.empty(v.size, dtype=bool)
+    step[0] = False
+    step[1:] = np.diff(v) > tol
+    rank = np.cumsum(step)
+    out = np.empty(flat.size, dtype=np.int64)
+    out[order] = rank
+    return out.reshape(values.shape), int(rank[-1]) + 1
 
 
 def _build_tables(b: np.ndarray, pattern: str) -> dict[str, np.ndarray]:
