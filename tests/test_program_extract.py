@@ -29,7 +29,7 @@ def test_a_contiguous_block_is_sliced_and_copied(start):
     x_index = np.arange(start, start + 12).reshape(4, 3)
     x = np.arange(start + 13, dtype=float) * 1.5
     lp = _lp(x_index, x.size)
-    assert lp._x_block_start == start
+    assert lp.x_block_start == start
     X = lp.extract_X(x)
     np.testing.assert_array_equal(X, _pairwise(x_index, x))
     X[0, 0] = -7.0  # a copy: the solution vector is not changed through X
@@ -45,7 +45,7 @@ def test_a_contiguous_block_is_sliced_and_copied(start):
 def test_other_layouts_are_read_pair_by_pair(x_index):
     x = np.linspace(1.0, 2.0, 8)
     lp = _lp(x_index, x.size)
-    assert lp._x_block_start is None
+    assert lp.x_block_start is None
     np.testing.assert_array_equal(lp.extract_X(x), _pairwise(x_index, x))
 
 

@@ -185,9 +185,7 @@ def _level_program_direct(jobs: JobSet, capacities: np.ndarray, a: np.ndarray, *
                              "t": t,
                              # read by hetsched.solvers.structured (solver="structured")
                              "structure": {"kind": "level", "a": a, "load": load, "capacities": capacities,
-                                           "floor": floor, "rows": (0, n, n + m), "resources": resources,
-                                           # every pair usable: X[j, k] is variable j m + k
-                                           "dense": X.size == n * m},
+                                           "floor": floor, "rows": (0, n, n + m), "resources": resources},
                              **(meta or {}),
                          })
 
@@ -198,8 +196,8 @@ def stage2_program(lp1, jobs: JobSet, a: np.ndarray, floor: float, *, meta: dict
     :math:`\sum_j \mu_j \sum_k a_{jk} X_{jk}`. Equal to ``level_program(..., floor=floor)``."""
     t = int(lp1.meta["t"])
     c = np.zeros(lp1.n_vars)
-    if lp1.meta["structure"].get("dense"):       # X[j, k] is variable j m + k: no index arrays
-        c[:t] = (jobs.multiplicity[:, None] * a).reshape(-1)
+    if lp1.x_block_start == 0:       # X[j, k] is variable j m + k: no index arrays
+        c[: a.size] = (jobs.multiplicity[:, None] * a).reshape(-1)
     else:
         usable = lp1.x_index >= 0
         c[lp1.x_index[usable]] = (jobs.multiplicity[:, None] * a)[usable]

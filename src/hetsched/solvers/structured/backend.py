@@ -67,7 +67,7 @@ def structured_options(options: Mapping[str, Any] | None) -> tuple[StructuredOpt
 
 def _solution_vector(lp: LinearProgram, P: SeparableProblem, r: StructuredResult) -> np.ndarray:
     x = np.zeros(lp.n_vars)
-    if (lp.meta.get("structure") or {}).get("dense") and P.U.all():   # X[j, k] is variable j m + k
+    if lp.x_block_start == 0 and P.U.all():   # X[j, k] is variable j m + k
         x[: r.X.size] = r.X.reshape(-1)
     else:
         x[P.x_index[P.U]] = r.X[P.U]

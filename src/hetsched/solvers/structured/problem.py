@@ -264,7 +264,7 @@ def _from_level_meta(lp: LinearProgram) -> SeparableProblem | None:
     # every pair usable and none fixed: A is a itself and W a broadcast view of the loads (no
     # n x m copies: at 10^6 x 10 their fresh pages cost about half a second of system time);
     # the structured solver only reads them
-    dense = bool(st.get("dense")) and not zj.size and bool(U.all())
+    dense = lp.x_block_start == 0 and not zj.size and bool(U.all())
     if dense:
         A, W = a, np.broadcast_to(load[:, None], (n, m))
     else:
