@@ -65,19 +65,26 @@ def apply_options(h: Any, options: Mapping[str, Any] | None) -> None:
 
 
 def run_rechecked(h: Any, name: str, *, recheck: bool = True, cold: bool = False) -> tuple[Any, Any]:
-    """``h.run()``; an infeasibility verdict is re-checked once with presolve off.
+    """``h.run()``; an infeasibility verdict reached through presolve is re-checked once with
+    presolve off.
 
     HiGHS' presolve, with the 1e-9 tolerances of :func:`new_highs`, has declared feasible LPs
     infeasible (seen on hierarchical FIFO rank LPs whose rows sit exactly on their floors).
-    ``cold`` clears the solver before the re-check; otherwise the basis is kept (warm
-    sessions). Presolve is restored afterwards. Returns ``(run_status, model_status)``.
+    A run that did not presolve (HiGHS skips presolve when it starts from a basis) is not
+    re-checked: the re-check would repeat it from scratch (a structured master of 20,000
+    columns at 10^6 jobs: 3.2 s for the same verdict). ``cold`` clears the solver before
+    the re-check; otherwise the basis is kept (warm sessions). Presolve is restored
+    afterwards. Returns ``(run_status, model_status)``.
     """
     import highspy
 
     run_status = h.run()
     native = h.getModelStatus()
     S = highspy.HighsModelStatus
-    if recheck and native in (S.kInfeasible, S.kUnboundedOrInfeasible):
+    if (recheck and native in (S.kInfeasible, S.kUnboundedOrInfeasible)
+            and h.getModelPresolveStatus() == highspy.HighsPresolveStatus.kNotPresolved):
+        log.debug("highs %s: %s without presolve; not re-checked", name, h.modelStatusToString(native))
+    elif recheck and native in (S.kInfeasible, S.kUnboundedOrInfeasible):
         log.debug("highs %s: %s with presolve; re-checking without presolve", name, h.modelStatusToString(native))
         previous = h.getOptionValue("presolve")
         if isinstance(previous, tuple):  # highspy 1.12 returns (status, value)
