@@ -11,8 +11,6 @@ same solve without refinement.
 
 from __future__ import annotations
 
-import sys
-from pathlib import Path
 from types import SimpleNamespace
 
 import numpy as np
@@ -23,6 +21,7 @@ from checker import assert_feasible
 from hetsched.solvers.structured import StructuredOptions, floor
 from hetsched.solvers.structured.master import n_bins
 from hetsched.solvers.structured.options import StructuredResult
+from test_structured import _hard, _stage2_value  # the hard family and stage 2's objective, as there
 
 REL = 1e-6
 
@@ -98,25 +97,6 @@ def test_no_refinement_without_restricted_masters_or_groups() -> None:
     S.cols, F.agg = np.zeros((20, 2), dtype=bool), None
     np.testing.assert_array_equal(floor._refine_violators(P, S, F, viol, u, res), viol)
     assert res.history[-1]["refined"] == 0
-
-
-def _hard(n: int, seed: int, policy: str):
-    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
-    from hard_instances import hard_instance, with_progress
-
-    jobs, cluster = hard_instance(n, 10, seed)
-    return (jobs if policy == "max_min_fairness" else with_progress(jobs, seed)), cluster
-
-
-def _stage2_value(policy: str, jobs, cluster, res) -> float:
-    """The second stage's objective with the policy's own level coefficients."""
-    if policy == "max_min_fairness":
-        a = hs.policies.MaxMinFairness().coefficients(jobs, cluster)
-    elif policy == "min_makespan":
-        a, _ = hs.policies.MinMakespan().coefficients(jobs, cluster)
-    else:
-        a = hs.policies.FinishTimeFairness().coefficients(jobs, cluster, rho=res.extra["upper_bound"])
-    return float((a * res.X).sum())
 
 
 @pytest.mark.parametrize("n,seed,policy", [(2000, 2, "max_min_fairness"), (3000, 1, "max_min_fairness"),
