@@ -129,3 +129,47 @@ def test_refined_solves_keep_the_optimum(n: int, seed: int, policy: str, monkeyp
     for res in (plain, b):
         assert a.objective == pytest.approx(res.objective, rel=REL)
         assert mine == pytest.approx(_stage2_value(policy, jobs, cluster, res), rel=REL)
+
+
+@pytest.mark.parametrize("n,seed,policy", [(2000, 1, "max_min_fairness"), (2000, 2, "min_makespan"),
+                                           (2000, 1, "finish_time_fairness")])
+def test_overfilled_regroup_after_joins_goes_back_to_that_round(n: int, seed: int, policy: str,
+                                                                monkeypatch) -> None:
+    """A master made infeasible by regrouping after a round that moved violators in goes
+    back to that round's prices with those violators in the master and its released jobs
+    back (``floor._back_to_last_round``). With few joiners per round (``max_add`` 40) it
+    happens on these hard instances; the master that follows is feasible, as the function's
+    argument says, and both stages equal HiGHS's and the same solve's without going back
+    (the widened re-solve and raised prices of before)."""
+    jobs, cluster = _hard(n, seed, policy)
+    events: list[tuple] = []
+    real_back, real_retry = floor._back_to_last_round, floor._floor_retry
+
+    def back_spy(P, S):
+        went = real_back(P, S)
+        if went:
+            events.append(("back", id(S)))
+        return went
+
+    def retry_spy(P, S, res, status, *args):
+        events.append(("status", id(S), status))
+        return real_retry(P, S, res, status, *args)
+
+    monkeypatch.setattr(floor, "_back_to_last_round", back_spy)
+    monkeypatch.setattr(floor, "_floor_retry", retry_spy)
+    opts = {"base_size": 100, "fallback": "none", "max_add": 40}
+    a = hs.solve(policy, jobs, cluster, solver="structured", options=opts)
+    backs = [i for i, e in enumerate(events) if e[0] == "back"]
+    assert backs, "no round went back: the test no longer exercises the rule"
+    for i in backs:
+        after = [e for e in events[i + 1:] if e[0] == "status" and e[1] == events[i][1]]
+        assert after and after[0][2] == "optimal", f"the master after going back was {after[:1]}"
+    monkeypatch.setattr(floor, "_back_to_last_round", lambda P, S: False)
+    before = hs.solve(policy, jobs, cluster, solver="structured", options=opts)
+    b = hs.solve(policy, jobs, cluster, solver="highs")
+    assert a.status == before.status == b.status == "optimal", (a.message, before.message, b.message)
+    assert_feasible(a.X, jobs.throughputs, jobs.scale_factors, cluster.capacities(jobs.gpu_types))
+    mine = _stage2_value(policy, jobs, cluster, a)
+    for res in (before, b):
+        assert a.objective == pytest.approx(res.objective, rel=REL)
+        assert mine == pytest.approx(_stage2_value(policy, jobs, cluster, res), rel=REL)
