@@ -6,7 +6,8 @@ prices; at 10^6 jobs one such group held 4,996 jobs. Such violators get bins
 ``REFINE_FACTOR`` times narrower instead (once each); refined jobs that are violators
 again join the master. The bins are checked by hand, the choice of who joins on
 hand-made rounds, and whole solves with refinement forced against HiGHS and against the
-same solve without refinement.
+same solve without refinement. Also here: a master made infeasible by the regroup after a
+round that moved violators in goes back to that round's prices (``_back_to_last_round``).
 """
 
 from __future__ import annotations
