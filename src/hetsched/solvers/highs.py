@@ -81,10 +81,11 @@ def run_rechecked(h: Any, name: str, *, recheck: bool = True, cold: bool = False
     run_status = h.run()
     native = h.getModelStatus()
     S = highspy.HighsModelStatus
-    if (recheck and native in (S.kInfeasible, S.kUnboundedOrInfeasible)
-            and h.getModelPresolveStatus() == highspy.HighsPresolveStatus.kNotPresolved):
+    if not (recheck and native in (S.kInfeasible, S.kUnboundedOrInfeasible)):
+        pass
+    elif h.getModelPresolveStatus() == highspy.HighsPresolveStatus.kNotPresolved:
         log.debug("highs %s: %s without presolve; not re-checked", name, h.modelStatusToString(native))
-    elif recheck and native in (S.kInfeasible, S.kUnboundedOrInfeasible):
+    else:
         log.debug("highs %s: %s with presolve; re-checking without presolve", name, h.modelStatusToString(native))
         previous = h.getOptionValue("presolve")
         if isinstance(previous, tuple):  # highspy 1.12 returns (status, value)

@@ -488,14 +488,23 @@ def _back_to_fitting_grouping(P: SeparableProblem, S: _FloorState) -> bool:
     if viol is None or not viol.size or lam is None or lam is S.lam or S.cols is None or S.priced is None:
         return False
     S.fit_viol = None
-    ch_new = S.priced[1].take(viol)  # their choices at the prices that found them
-    S.lam = lam
-    S.amb[viol] = True
-    ch_old = floor_best(P.A[viol], P.U[viol], _price_fn(P, lam, viol), P.c[viol], P.floors[viol])
-    S.cols[viol] = _floor_candidates(P, viol, ch_new) | _floor_candidates(P, viol, ch_old)
+    _group_again_at(P, S, lam, viol)
     log.debug("structured floor: regrouping overfilled the master; back to the last feasible prices with %d "
               "violators in the master", viol.size)
     return True
+
+
+def _group_again_at(P: SeparableProblem, S: _FloorState, lam: np.ndarray, viol: np.ndarray) -> None:
+    """Group at earlier prices ``lam`` with violators ``viol`` in the master; their variables
+    are those of their vertices at the last pricing's prices (``S.priced``, which found them)
+    and at ``lam`` (where the master at ``lam`` had them), so that master can give each its
+    share of that allocation."""
+    S.lam = lam
+    S.amb[viol] = True
+    if viol.size:
+        ch_new = S.priced[1].take(viol)
+        ch_old = floor_best(P.A[viol], P.U[viol], _price_fn(P, lam, viol), P.c[viol], P.floors[viol])
+        S.cols[viol] = _floor_candidates(P, viol, ch_new) | _floor_candidates(P, viol, ch_old)
 
 
 def _back_to_last_round(P: SeparableProblem, S: _FloorState) -> bool:
@@ -513,14 +522,11 @@ def _back_to_last_round(P: SeparableProblem, S: _FloorState) -> bool:
     family, seed 1) the 125,000-job witness sample went through that four times.
     """
     back, S.back = S.back, None
-    if back is None or S.cols is None or back[0] is None or back[0] is S.lam:
+    if back is None or S.cols is None or S.priced is None or back[0] is None or back[0] is S.lam:
         return False
     lam, join, released = back
-    S.lam = lam
+    _group_again_at(P, S, lam, join)
     S.amb[released] = True
-    if join.size:
-        ch_old = floor_best(P.A[join], P.U[join], _price_fn(P, lam, join), P.c[join], P.floors[join])
-        S.cols[join] |= _floor_candidates(P, join, ch_old)
     log.debug("structured floor: regrouping after %d violators joined overfilled the master; back to that "
               "round's prices with %d released jobs back in", join.size, released.size)
     return True
